@@ -1,0 +1,36 @@
+# The verbs: make run, make test, make lint, make bench. Each installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# CPU torch first: a plain `torch` requirement would pull gigabytes of CUDA packages
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)  ## run the hub: embedded PostgreSQL + Redis, web, worker, beat
+	$(PY) manage.py hub
+
+test: $(STAMP)  ## the whole test suite (starts its own embedded services)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/mypy memoryhub memories ingestion synopsis
+
+bench: $(STAMP)  ## write/ingest/search benchmarks (not part of the tests)
+	$(PY) bench/run.py
+
+bench-quick: $(STAMP)
+	$(PY) bench/run.py --quick
+
+clean:  ## remove the embedded databases (all local data!) and the virtualenv
+	rm -rf var $(VENV)

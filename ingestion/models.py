@@ -1,0 +1,1 @@
+# Documents, chunks and their knowledge memories arrive with the ingestion issue.

@@ -1,0 +1,134 @@
+"""The curators' admin: filters, search, and actions that call the same services as the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from memories.models import (
+    Agent,
+    ApiKey,
+    Embedding,
+    EmbeddingSpace,
+    EndUser,
+    Memory,
+    MemoryRevision,
+    Project,
+    Room,
+)
+from memories.services.embedding import embedding_enqueue
+from memories.services.memories import memory_delete, memory_update
+from memories.services.projects import api_key_revoke
+from memories.services.revisions import Actor
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.operator(request.user.get_username())  # type: ignore[union-attr]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "project", "scopes", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["project", "revoked_at"]
+    readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # keys are shown once: create them with `manage.py create_api_key`
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            api_key_revoke(key=key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+
+@admin.register(EndUser)
+class EndUserAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "name", "project", "created_at"]
+    list_filter = ["project"]
+    search_fields = ["external_id", "name"]
+
+
+@admin.register(Room)
+class RoomAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "name", "project", "agent", "created_at"]
+    list_filter = ["project"]
+    search_fields = ["external_id", "name"]
+
+
+admin.site.register(Agent)
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ["short_content", "kind", "role", "end_user", "room", "status", "embedding_status", "importance", "created_at"]
+    list_filter = ["project", "kind", "status", "embedding_status", "role"]
+    search_fields = ["content", "end_user__external_id", "room__external_id"]
+    list_select_related = ["end_user", "room"]
+    readonly_fields = ["id", "project", "content_hash", "embedding_status", "embedded_at", "access_count", "accessed_at", "created_at", "updated_at"]
+    exclude = ["search_vector"]
+    raw_id_fields = ["end_user", "room", "agent"]
+    actions = ["re_embed", "archive"]
+    date_hierarchy = "created_at"
+
+    @admin.display(description="content")
+    def short_content(self, memory: Memory) -> str:
+        return memory.content[:80]
+
+    def save_model(self, request: HttpRequest, obj: Memory, form: Any, change: bool) -> None:
+        if not change:
+            messages.error(request, "Create memories through the API.")
+            return
+        changes = {name: form.cleaned_data[name] for name in form.changed_data if name in form.cleaned_data}
+        memory_update(memory=obj, changes=changes, actor=_actor(request))
+
+    def delete_model(self, request: HttpRequest, obj: Memory) -> None:
+        memory_delete(memory=obj, actor=_actor(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        for memory in queryset:
+            memory_delete(memory=memory, actor=_actor(request))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Re-embed selected memories")
+    def re_embed(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        Embedding.objects.filter(memory__in=queryset).delete()
+        count = queryset.update(embedding_status=Memory.EmbeddingStatus.PENDING, embedded_at=None)
+        embedding_enqueue()
+        self.message_user(request, f"{count} memories queued for embedding.")
+
+    @admin.action(description="Archive selected memories")
+    def archive(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        for memory in queryset:
+            memory_update(memory=memory, changes={"status": Memory.Status.ARCHIVED}, actor=_actor(request))
+        self.message_user(request, "Archived.")
+
+
+@admin.register(MemoryRevision)
+class MemoryRevisionAdmin(admin.ModelAdmin):
+    list_display = ["memory_id", "action", "actor_type", "actor", "created_at"]
+    list_filter = ["project", "action", "actor_type"]
+    search_fields = ["memory_id", "actor"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the history is not editable
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(admin.ModelAdmin):
+    list_display = ["provider", "model", "dimension", "created_at"]

@@ -1,0 +1,276 @@
+"""Memories: create (single, batch), get, list, count, update, delete, bulk delete, search."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memories.api import serializers as s
+from memories.api.scoping import idempotent, memory_get, parse_uuid, project_of
+from memories.api.users import actor_of
+from memories.models import EndUser, Memory, MemoryRevision, Room
+from memories.services.memories import (
+    MemoryInput,
+    memories_delete,
+    memory_create_batch,
+    memory_delete,
+    memory_update,
+)
+from memories.services.retrieval import SearchFilters, memory_search
+
+FILTER_PARAMETERS = [
+    OpenApiParameter("user", str, description="End user external id"),
+    OpenApiParameter("room", str, description="Room external id"),
+    OpenApiParameter("kind", str, many=True, description="One or more kinds"),
+    OpenApiParameter("status", str, description="active (default for list), archived, superseded, pruned"),
+    OpenApiParameter("start", datetime, description="created_at >= start"),
+    OpenApiParameter("end", datetime, description="created_at < end"),
+]
+
+
+def _query_params(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    data: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
+    if "kind" in request.query_params:
+        data["kind"] = [kind for value in request.query_params.getlist("kind") for kind in value.split(",")]
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _filtered(request: Request, params: dict[str, Any]) -> Any:
+    """The caller's memories matching the filter parameters (none for an unknown user/room)."""
+    project = project_of(request)
+    memories = Memory.objects.for_project(project)
+    if "user" in params:
+        memories = memories.filter(end_user__project=project, end_user__external_id=params["user"])
+    if "room" in params:
+        memories = memories.filter(room__project=project, room__external_id=params["room"])
+    if params.get("kind"):
+        memories = memories.of_kind(*params["kind"])
+    if params.get("status"):
+        memories = memories.filter(status=params["status"])
+    if params.get("start"):
+        memories = memories.filter(created_at__gte=params["start"])
+    if params.get("end"):
+        memories = memories.filter(created_at__lt=params["end"])
+    return memories
+
+
+def _cursor_encode(memory: Memory) -> str:
+    raw = json.dumps([memory.created_at.isoformat(), str(memory.pk)])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _cursor_decode(cursor: str) -> tuple[datetime, Any]:
+    try:
+        created_at, memory_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created_at), parse_uuid(memory_id, "cursor")
+    except (ValueError, TypeError, serializers.ValidationError):
+        raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+
+
+def _input(data: dict[str, Any]) -> MemoryInput:
+    return MemoryInput(**data)
+
+
+@extend_schema(tags=["memories"])
+class MemoryListView(APIView):
+    @extend_schema(
+        parameters=[
+            *FILTER_PARAMETERS,
+            OpenApiParameter("limit", int, description="Page size (1-500, default 50)"),
+            OpenApiParameter("cursor", str, description="`next_cursor` of the previous page"),
+            OpenApiParameter("order", str, enum=["desc", "asc"], description="By created_at"),
+        ],
+        responses=s.MemoryOutputSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        """List memories newest first (or oldest first), with the total count and a cursor."""
+        params = _query_params(request, s.MemoryListQuerySerializer)
+        memories = _filtered(request, params)
+        if not params.get("status"):
+            memories = memories.active()
+        count = memories.count()
+        descending = params["order"] == "desc"
+        if params.get("cursor"):
+            created_at, memory_id = _cursor_decode(params["cursor"])
+            if descending:
+                after = Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=memory_id)
+            else:
+                after = Q(created_at__gt=created_at) | Q(created_at=created_at, pk__gt=memory_id)
+            memories = memories.filter(after)
+        ordering = ("-created_at", "-pk") if descending else ("created_at", "pk")
+        limit = params["limit"]
+        page = list(memories.select_related("end_user", "room", "agent").order_by(*ordering)[: limit + 1])
+        next_cursor = _cursor_encode(page[limit - 1]) if len(page) > limit else None
+        return Response(
+            {
+                "count": count,
+                "next_cursor": next_cursor,
+                "results": s.MemoryOutputSerializer(page[:limit], many=True).data,
+            }
+        )
+
+    @extend_schema(request=s.MemoryInputSerializer, responses={201: s.MemoryCreatedOutputSerializer, 200: s.MemoryCreatedOutputSerializer})
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Store one memory. Returns at once; embedding happens in a worker."""
+        data = s.MemoryInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        [(memory, created)] = memory_create_batch(
+            project=project_of(request), items=[_input(data.validated_data)], actor=actor_of(request)
+        )
+        return Response(
+            {"created": created, "memory": s.MemoryOutputSerializer(memory).data},
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(parameters=FILTER_PARAMETERS, responses=s.DeletedOutputSerializer)
+    def delete(self, request: Request) -> Response:
+        """Delete all memories of a room, a user and/or kinds (at least one filter)."""
+        params = _query_params(request, s.MemoryFilterSerializer)
+        if not any(params.get(name) for name in ("user", "room", "kind")):
+            raise serializers.ValidationError(
+                {"room": ["Give a room, user and/or kind: deleting every memory is not allowed here."]}
+            )
+        project = project_of(request)
+        end_user = room = None
+        if "user" in params:
+            end_user = EndUser.objects.filter(project=project, external_id=params["user"]).first()
+            if end_user is None:
+                return Response({"deleted": 0})
+        if "room" in params:
+            room = Room.objects.filter(project=project, external_id=params["room"]).first()
+            if room is None:
+                return Response({"deleted": 0})
+        deleted = memories_delete(
+            project=project, actor=actor_of(request), end_user=end_user, room=room, kinds=params.get("kind")
+        )
+        return Response({"deleted": deleted})
+
+
+@extend_schema(tags=["memories"])
+class MemoryBatchView(APIView):
+    @extend_schema(request=s.MemoryBatchInputSerializer, responses={201: s.MemoryCreatedOutputSerializer(many=True)})
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Store up to MEMORYHUB_MAX_BATCH_SIZE memories in one transaction (all or nothing)."""
+        data = s.MemoryBatchInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        results = memory_create_batch(
+            project=project_of(request),
+            items=[_input(item) for item in data.validated_data["memories"]],
+            actor=actor_of(request),
+        )
+        return Response(
+            {
+                "results": [
+                    {"created": created, "memory": s.MemoryOutputSerializer(memory).data}
+                    for memory, created in results
+                ]
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+@extend_schema(tags=["memories"])
+class MemoryCountView(APIView):
+    @extend_schema(parameters=FILTER_PARAMETERS, responses=s.CountOutputSerializer)
+    def get(self, request: Request) -> Response:
+        """How many memories match the filters (active ones unless a status is given)."""
+        params = _query_params(request, s.MemoryFilterSerializer)
+        memories = _filtered(request, params)
+        if not params.get("status"):
+            memories = memories.active()
+        return Response({"count": memories.count()})
+
+
+@extend_schema(tags=["memories"])
+class MemoryDetailView(APIView):
+    @extend_schema(responses=s.MemoryOutputSerializer)
+    def get(self, request: Request, memory_id: str) -> Response:
+        return Response(s.MemoryOutputSerializer(memory_get(request, memory_id)).data)
+
+    @extend_schema(request=s.MemoryUpdateSerializer, responses=s.MemoryOutputSerializer)
+    def patch(self, request: Request, memory_id: str) -> Response:
+        """Change a memory; new content is re-embedded. The change is recorded."""
+        memory = memory_get(request, memory_id)
+        data = s.MemoryUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        memory = memory_update(memory=memory, changes=data.validated_data, actor=actor_of(request))
+        return Response(s.MemoryOutputSerializer(memory_get(request, str(memory.pk))).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, memory_id: str) -> Response:
+        memory_delete(memory=memory_get(request, memory_id), actor=actor_of(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["memories"])
+class MemoryRevisionListView(APIView):
+    @extend_schema(responses=s.MemoryRevisionOutputSerializer(many=True))
+    def get(self, request: Request, memory_id: str) -> Response:
+        """Every recorded change of a memory, newest first (also after it was deleted)."""
+        revisions = MemoryRevision.objects.filter(
+            project=project_of(request), memory_id=parse_uuid(memory_id)
+        ).order_by("-created_at", "-pk")
+        if not revisions:
+            from django.http import Http404
+
+            raise Http404("No such memory.")
+        return Response({"results": s.MemoryRevisionOutputSerializer(revisions, many=True).data})
+
+
+@extend_schema(tags=["search"])
+class SearchView(APIView):
+    read_only_post = True  # a search changes nothing: read-only keys may use it
+
+    @extend_schema(request=s.SearchInputSerializer, responses=s.SearchOutputSerializer)
+    def post(self, request: Request) -> Response:
+        """Vector, keyword or hybrid (RRF) search with filters; `explain` shows each signal."""
+        data = s.SearchInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        project = project_of(request)
+        filters = SearchFilters(
+            kinds=params.get("kind", []),
+            metadata=params.get("metadata"),
+            start=params.get("start"),
+            end=params.get("end"),
+        )
+        for name, model, attribute in (("user", EndUser, "end_user_id"), ("room", Room, "room_id")):
+            if name in params:
+                row_id = model.objects.filter(project=project, external_id=params[name]).values_list("pk", flat=True).first()
+                if row_id is None:  # nobody by that id: nothing to find
+                    return Response({"mode": params["mode"], "results": [], "timings_ms": {}})
+                setattr(filters, attribute, row_id)
+        result = memory_search(
+            project=project,
+            query=(params.get("query") or "").strip() or None,
+            embedding=params.get("embedding"),
+            mode=params["mode"],
+            filters=filters,
+            k=params["k"],
+            threshold=params.get("threshold"),
+            explain=params["explain"],
+        )
+        results = []
+        for hit in result.hits:
+            item: dict[str, Any] = {
+                "memory": s.MemoryOutputSerializer(hit.memory).data,
+                "score": hit.score,
+                "similarity": hit.similarity,
+            }
+            if params["explain"]:
+                item["explain"] = hit.explain
+            results.append(item)
+        return Response({"mode": result.mode, "results": results, "timings_ms": result.timings_ms})

@@ -1,0 +1,265 @@
+"""Input and output serializers of API v1 (input and output kept apart)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from memories.models import EndUser, Memory, MemoryRevision, Room
+from memories.services.retrieval import SearchMode
+
+EXTERNAL_ID = {"max_length": 255, "allow_blank": False}
+
+
+def _limit(name: str) -> int:
+    return int(settings.MEMORYHUB[name])
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (not a list or scalar) of bounded size."""
+
+    default_error_messages = {
+        "not_object": "Must be a JSON object.",
+        "too_large": "Must be at most {max_bytes} bytes of JSON.",
+    }
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            self.fail("not_object")
+        max_bytes = _limit("MAX_METADATA_BYTES")
+        if len(json.dumps(value)) > max_bytes:
+            self.fail("too_large", max_bytes=max_bytes)
+        return value
+
+
+class ContentField(serializers.CharField):
+    """Memory text: not empty, at most MEMORYHUB_MAX_CONTENT_CHARS characters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        max_chars = _limit("MAX_CONTENT_CHARS")
+        if len(value) > max_chars:
+            raise serializers.ValidationError(
+                f"Ensure this field has no more than {max_chars} characters (it has {len(value)})."
+            )
+        if "\x00" in value:
+            raise serializers.ValidationError("Null characters are not allowed.")
+        return value
+
+
+class MemoryInputSerializer(serializers.Serializer):
+    id = serializers.UUIDField(required=False, help_text="Client-chosen id; a retry returns the stored memory.")
+    user = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID, help_text="End user external id (created if new).")
+    room = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID, help_text="Room external id (created if new).")
+    agent = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID)
+    kind = serializers.ChoiceField(choices=Memory.Kind.choices, default=Memory.Kind.MESSAGE)
+    role = serializers.ChoiceField(choices=Memory.Role.choices, required=False, allow_blank=True, default="")
+    content = ContentField()
+    content_json = JSONObjectField(required=False, default=dict, help_text="action, source, url, attachments")
+    metadata = JSONObjectField(required=False, default=dict)
+    importance = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    unique = serializers.BooleanField(
+        default=False, help_text="Skip the write if the same text is stored for this user, room and kind."
+    )
+    created_at = serializers.DateTimeField(required=False, help_text="When it happened (default: now).")
+
+
+class MemoryBatchInputSerializer(serializers.Serializer):
+    memories = MemoryInputSerializer(many=True, allow_empty=False)
+
+    def validate_memories(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        max_size = _limit("MAX_BATCH_SIZE")
+        if len(value) > max_size:
+            raise serializers.ValidationError(f"At most {max_size} memories per batch.")
+        return value
+
+
+class MemoryUpdateSerializer(serializers.Serializer):
+    content = ContentField(required=False)
+    content_json = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False)
+    role = serializers.ChoiceField(choices=Memory.Role.choices, required=False, allow_blank=True)
+    importance = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    status = serializers.ChoiceField(choices=Memory.Status.choices, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("Give at least one field to change.")
+        return attrs
+
+
+class MemoryFilterSerializer(serializers.Serializer):
+    """Query parameters selecting memories (list, count, bulk delete)."""
+
+    user = serializers.CharField(required=False, **EXTERNAL_ID)
+    room = serializers.CharField(required=False, **EXTERNAL_ID)
+    kind = serializers.ListField(
+        child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
+    )
+    status = serializers.ChoiceField(choices=Memory.Status.choices, required=False)
+    start = serializers.DateTimeField(required=False, help_text="created_at >= start")
+    end = serializers.DateTimeField(required=False, help_text="created_at < end")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("start") and attrs.get("end") and attrs["start"] >= attrs["end"]:
+            raise serializers.ValidationError({"end": ["Must be after start."]})
+        return attrs
+
+
+class MemoryListQuerySerializer(MemoryFilterSerializer):
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
+    cursor = serializers.CharField(required=False)
+    order = serializers.ChoiceField(choices=["desc", "asc"], default="desc")
+
+
+class MemoryOutputSerializer(serializers.ModelSerializer):
+    user = serializers.SerializerMethodField()
+    room = serializers.SerializerMethodField()
+    agent = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Memory
+        fields = [
+            "id", "user", "room", "agent", "kind", "role", "content", "content_json", "metadata",
+            "importance", "confidence", "access_count", "accessed_at", "status", "embedding_status",
+            "source_ids", "document_id", "chunk_index", "created_at", "updated_at",
+        ]  # fmt: skip
+
+    def get_user(self, memory: Memory) -> str | None:
+        return memory.end_user.external_id if memory.end_user_id else None  # type: ignore[union-attr]
+
+    def get_room(self, memory: Memory) -> str | None:
+        return memory.room.external_id if memory.room_id else None  # type: ignore[union-attr]
+
+    def get_agent(self, memory: Memory) -> str | None:
+        return memory.agent.external_id if memory.agent_id else None  # type: ignore[union-attr]
+
+
+class MemoryCreatedOutputSerializer(serializers.Serializer):
+    created = serializers.BooleanField(help_text="False when an identical unique memory or id existed.")
+    memory = MemoryOutputSerializer()
+
+
+class MemoryRevisionOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MemoryRevision
+        fields = ["id", "memory_id", "action", "actor_type", "actor", "before", "after", "created_at"]
+
+
+class SearchInputSerializer(serializers.Serializer):
+    query = serializers.CharField(required=False, max_length=4000, help_text="Text to search for.")
+    embedding = serializers.ListField(
+        child=serializers.FloatField(), required=False, allow_empty=False,
+        help_text="A raw query vector of the space's dimension, instead of or with `query`.",
+    )  # fmt: skip
+    mode = serializers.ChoiceField(choices=SearchMode.ALL, default=SearchMode.HYBRID)
+    user = serializers.CharField(required=False, **EXTERNAL_ID)
+    room = serializers.CharField(required=False, **EXTERNAL_ID)
+    kind = serializers.ListField(
+        child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
+    )
+    metadata = JSONObjectField(required=False, help_text="Only memories whose metadata contains this.")
+    start = serializers.DateTimeField(required=False)
+    end = serializers.DateTimeField(required=False)
+    k = serializers.IntegerField(default=10, min_value=1)
+    threshold = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    explain = serializers.BooleanField(default=False)
+
+    def validate_k(self, value: int) -> int:
+        max_k = _limit("MAX_SEARCH_K")
+        if value > max_k:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {max_k}.")
+        return value
+
+    def validate_embedding(self, value: list[float]) -> list[float]:
+        dimension = int(settings.EMBEDDING["DIMENSION"])
+        if len(value) != dimension:
+            raise serializers.ValidationError(
+                f"Expected {dimension} numbers (the embedding space's dimension), got {len(value)}."
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        query = (attrs.get("query") or "").strip()
+        if attrs["mode"] == SearchMode.KEYWORD and not query:
+            raise serializers.ValidationError({"query": ["Keyword search needs a query text."]})
+        if not query and "embedding" not in attrs:
+            raise serializers.ValidationError({"query": ["Give a query text or an embedding."]})
+        if attrs.get("start") and attrs.get("end") and attrs["start"] >= attrs["end"]:
+            raise serializers.ValidationError({"end": ["Must be after start."]})
+        return attrs
+
+
+class SearchHitOutputSerializer(serializers.Serializer):
+    memory = MemoryOutputSerializer()
+    score = serializers.FloatField()
+    similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity, 0..1.")
+    explain = serializers.DictField(required=False)
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    mode = serializers.CharField()
+    results = SearchHitOutputSerializer(many=True)
+    timings_ms = serializers.DictField(child=serializers.FloatField())
+
+
+class EndUserInputSerializer(serializers.Serializer):
+    external_id = serializers.CharField(**EXTERNAL_ID)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    metadata = JSONObjectField(required=False, default=dict)
+
+    def validate_external_id(self, value: str) -> str:
+        if "/" in value:
+            raise serializers.ValidationError("May not contain '/'.")
+        return value
+
+
+class EndUserUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    metadata = JSONObjectField(required=False)
+
+
+class EndUserOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EndUser
+        fields = ["external_id", "name", "metadata", "created_at", "updated_at"]
+
+
+class RoomInputSerializer(EndUserInputSerializer):
+    agent = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID)
+    world_id = serializers.CharField(required=False, allow_blank=True, max_length=255, default="")
+
+
+class RoomUpdateSerializer(EndUserUpdateSerializer):
+    world_id = serializers.CharField(required=False, allow_blank=True, max_length=255)
+
+
+class RoomOutputSerializer(serializers.ModelSerializer):
+    agent = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Room
+        fields = ["external_id", "name", "agent", "world_id", "metadata", "created_at", "updated_at"]
+
+    def get_agent(self, room: Room) -> str | None:
+        return room.agent.external_id if room.agent_id else None  # type: ignore[union-attr]
+
+
+class DeletedOutputSerializer(serializers.Serializer):
+    deleted = serializers.IntegerField(help_text="How many memories were deleted.")
+
+
+class CountOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()

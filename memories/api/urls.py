@@ -1,0 +1,21 @@
+from django.urls import path
+
+from memories.api import memories, users
+
+app_name = "api"
+urlpatterns = [
+    path("users/", users.EndUserListView.as_view(), name="user-list"),
+    path("users/<str:external_id>/", users.EndUserDetailView.as_view(), name="user-detail"),
+    path("rooms/", users.RoomListView.as_view(), name="room-list"),
+    path("rooms/<str:external_id>/", users.RoomDetailView.as_view(), name="room-detail"),
+    path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
+    path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),
+    path("memories/count/", memories.MemoryCountView.as_view(), name="memory-count"),
+    path("memories/<str:memory_id>/", memories.MemoryDetailView.as_view(), name="memory-detail"),
+    path(
+        "memories/<str:memory_id>/revisions/",
+        memories.MemoryRevisionListView.as_view(),
+        name="memory-revisions",
+    ),
+    path("search/", memories.SearchView.as_view(), name="search"),
+]

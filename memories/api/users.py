@@ -1,0 +1,126 @@
+"""Users and rooms: create (idempotent on external id), get, list, update, delete."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memories.api import serializers as s
+from memories.api.scoping import end_user_get, idempotent, project_of, room_get
+from memories.models import EndUser, Room
+from memories.services.revisions import Actor
+from memories.services.users import (
+    end_user_delete,
+    end_user_get_or_create,
+    end_user_update,
+    room_delete,
+    room_get_or_create,
+    room_update,
+)
+
+
+def actor_of(request: Request) -> Actor:
+    return Actor.api_key(request.auth.prefix)  # type: ignore[union-attr]
+
+
+class Pagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
+@extend_schema(tags=["users"])
+class EndUserListView(APIView):
+    @extend_schema(responses=s.EndUserOutputSerializer(many=True), parameters=[
+        OpenApiParameter("external_id", str, description="Only the user with this external id."),
+    ])  # fmt: skip
+    def get(self, request: Request) -> Response:
+        users = EndUser.objects.filter(project=project_of(request)).order_by("external_id")
+        if request.query_params.get("external_id"):
+            users = users.filter(external_id=request.query_params["external_id"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(users, request, view=self)
+        return paginator.get_paginated_response(s.EndUserOutputSerializer(page, many=True).data)
+
+    @extend_schema(request=s.EndUserInputSerializer, responses={201: s.EndUserOutputSerializer, 200: s.EndUserOutputSerializer})
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Create a user; an existing external id returns that user with 200."""
+        data = s.EndUserInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user, created = end_user_get_or_create(project=project_of(request), **data.validated_data)
+        return Response(
+            s.EndUserOutputSerializer(user).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+@extend_schema(tags=["users"])
+class EndUserDetailView(APIView):
+    @extend_schema(responses=s.EndUserOutputSerializer)
+    def get(self, request: Request, external_id: str) -> Response:
+        return Response(s.EndUserOutputSerializer(end_user_get(request, external_id)).data)
+
+    @extend_schema(request=s.EndUserUpdateSerializer, responses=s.EndUserOutputSerializer)
+    def patch(self, request: Request, external_id: str) -> Response:
+        user = end_user_get(request, external_id)
+        data = s.EndUserUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = end_user_update(end_user=user, changes=data.validated_data)
+        return Response(s.EndUserOutputSerializer(user).data)
+
+    @extend_schema(responses=s.DeletedOutputSerializer)
+    def delete(self, request: Request, external_id: str) -> Response:
+        """Delete the user and all its memories (each deletion is recorded)."""
+        user = end_user_get(request, external_id)
+        deleted = end_user_delete(end_user=user, actor=actor_of(request))
+        return Response({"deleted": deleted})
+
+
+@extend_schema(tags=["rooms"])
+class RoomListView(APIView):
+    @extend_schema(responses=s.RoomOutputSerializer(many=True), parameters=[
+        OpenApiParameter("external_id", str, description="Only the room with this external id."),
+    ])  # fmt: skip
+    def get(self, request: Request) -> Response:
+        rooms = Room.objects.filter(project=project_of(request)).select_related("agent")
+        if request.query_params.get("external_id"):
+            rooms = rooms.filter(external_id=request.query_params["external_id"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(rooms.order_by("external_id"), request, view=self)
+        return paginator.get_paginated_response(s.RoomOutputSerializer(page, many=True).data)
+
+    @extend_schema(request=s.RoomInputSerializer, responses={201: s.RoomOutputSerializer, 200: s.RoomOutputSerializer})
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Create a room; an existing external id returns that room with 200."""
+        data = s.RoomInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        room, created = room_get_or_create(project=project_of(request), **data.validated_data)
+        return Response(
+            s.RoomOutputSerializer(room).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+@extend_schema(tags=["rooms"])
+class RoomDetailView(APIView):
+    @extend_schema(responses=s.RoomOutputSerializer)
+    def get(self, request: Request, external_id: str) -> Response:
+        return Response(s.RoomOutputSerializer(room_get(request, external_id)).data)
+
+    @extend_schema(request=s.RoomUpdateSerializer, responses=s.RoomOutputSerializer)
+    def patch(self, request: Request, external_id: str) -> Response:
+        room = room_get(request, external_id)
+        data = s.RoomUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(s.RoomOutputSerializer(room_update(room=room, changes=data.validated_data)).data)
+
+    @extend_schema(responses=s.DeletedOutputSerializer)
+    def delete(self, request: Request, external_id: str) -> Response:
+        """Delete the room and all its memories (each deletion is recorded)."""
+        room = room_get(request, external_id)
+        return Response({"deleted": room_delete(room=room, actor=actor_of(request))})

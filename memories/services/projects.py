@@ -1,0 +1,61 @@
+"""Projects (tenants) and their API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from memories.models import ApiKey, Project
+
+KEY_PREFIX = "mh_"
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _hash(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def project_get_or_create(*, name: str) -> tuple[Project, bool]:
+    """The project called ``name``, created if it does not exist yet."""
+    return Project.objects.get_or_create(name=name)
+
+
+@transaction.atomic
+def api_key_create(
+    *, project: Project, name: str = "", read_only: bool = False
+) -> tuple[ApiKey, str]:
+    """A new key for the project; the raw key is returned once and never stored."""
+    prefix = secrets.token_hex(4)
+    raw_key = f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    scopes = [ApiKey.Scope.READ] if read_only else [ApiKey.Scope.READ, ApiKey.Scope.WRITE]
+    key = ApiKey.objects.create(
+        project=project, name=name, prefix=prefix, key_hash=_hash(raw_key), scopes=scopes
+    )
+    return key, raw_key
+
+
+def api_key_authenticate(*, raw_key: str) -> ApiKey | None:
+    """The active key matching ``raw_key``, or None. Touches last_used_at once a minute."""
+    if not raw_key.startswith(KEY_PREFIX) or raw_key.count("_") < 2:
+        return None
+    prefix = raw_key[len(KEY_PREFIX) :].split("_", 1)[0]
+    key = ApiKey.objects.active().select_related("project").filter(prefix=prefix).first()
+    if key is None or not hmac.compare_digest(key.key_hash, _hash(raw_key)):
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    """Revoke a key: it authenticates nothing from now on."""
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])

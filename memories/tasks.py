@@ -1,0 +1,36 @@
+"""Celery tasks of the core: thin wrappers that call one service each."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from memories.embeddings import EmbeddingError
+from memories.services import embedding as embedding_services
+from memories.services.idempotency import idempotency_keys_purge as _purge
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5)
+def embedding_run(self) -> int:  # type: ignore[no-untyped-def]
+    """Embed every pending memory (claims in batches; safe to run twice)."""
+    try:
+        return embedding_services.embedding_run()
+    except EmbeddingError as exc:
+        if exc.retryable:  # e.g. an embedding endpoint that is down: back off and retry
+            raise self.retry(exc=exc, countdown=2 ** (self.request.retries + 2)) from exc
+        raise  # a configuration error: the backfill tries again once it is fixed
+
+
+@shared_task(acks_late=True)
+def embedding_backfill() -> int:
+    """Embed memories left pending too long (lost messages, a Redis outage)."""
+    waiting = embedding_services.embedding_pending_count(
+        older_than_seconds=settings.EMBEDDING["BACKFILL_AFTER_SECONDS"]
+    )
+    return embedding_services.embedding_run() if waiting else 0
+
+
+@shared_task
+def idempotency_keys_purge() -> int:
+    """Forget stored responses to Idempotency-Key requests older than their TTL."""
+    return _purge()

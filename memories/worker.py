@@ -1,0 +1,69 @@
+"""Celery worker boot: the model check at start-up and the heartbeat bootstep."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import bootsteps
+
+logger = logging.getLogger(__name__)
+
+
+def worker_startup_check(**kwargs: Any) -> None:
+    """Load the embedding model and refuse to start if its dimension mismatches the space.
+
+    Runs in the main worker process before the pool forks. torch runs on one thread
+    here: an OpenMP thread pool created before fork() hangs the forked children.
+    """
+    from memories.embeddings import get_provider, torch_threads_set
+    from memories.services.embedding import embedding_space_get, embedding_space_index_ensure
+
+    provider = get_provider()
+    if hasattr(provider, "load"):
+        provider.load()
+        torch_threads_set(1)
+    vector = provider.embed(["MemoryHub start-up check"])  # loads the model, checks its dimension
+    space = embedding_space_get(provider=provider)
+    embedding_space_index_ensure(space=space)
+    logger.info("embedding model ready: %s, %d dimensions", space, vector.shape[1])
+
+
+def worker_process_setup(**kwargs: Any) -> None:
+    """In each pool process: give torch its configured threads back."""
+    from django.conf import settings
+    from django.db import connections
+
+    from memories.embeddings import torch_threads_set
+
+    connections.close_all()  # never share the parent's database connection
+    torch_threads_set(settings.EMBEDDING["TORCH_THREADS"] or None)
+
+
+class HeartbeatStep(bootsteps.StartStopStep):
+    """Write this worker's heartbeat to Redis every few seconds (read by /ready/)."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.tref = None
+
+    def start(self, worker: Any) -> None:
+        from memories.services.workers import HEARTBEAT_INTERVAL
+
+        self.hostname = worker.hostname
+        self.beat()
+        self.tref = worker.timer.call_repeatedly(HEARTBEAT_INTERVAL, self.beat)
+
+    def beat(self) -> None:
+        from memories.services.workers import worker_heartbeat
+
+        try:
+            worker_heartbeat(hostname=self.hostname)
+        except Exception as exc:  # noqa: BLE001 - Redis down: the broker reconnect logs it too
+            logger.warning("heartbeat failed: %s", exc)
+
+    def stop(self, worker: Any) -> None:
+        if self.tref is not None:
+            self.tref.cancel()

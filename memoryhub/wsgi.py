@@ -1,0 +1,22 @@
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
+application = get_wsgi_application()
+
+
+def _warm_up() -> None:
+    """Load the embedding model in the background so the first search is not slow."""
+    from memories.embeddings import get_provider
+
+    try:
+        get_provider().embed(["warm-up"])
+    except Exception:  # noqa: BLE001 - the first real search reports the error
+        pass
+
+
+if os.environ.get("EMBEDDING_WARM_UP", "1") == "1":
+    import threading
+
+    threading.Thread(target=_warm_up, name="embedding-warm-up", daemon=True).start()

@@ -1,0 +1,1 @@
+# Summaries, fact extraction and synopses arrive with the synopsis issue.
