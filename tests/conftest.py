@@ -1,0 +1,121 @@
+"""Test fixtures: the real embedded PostgreSQL + pgvector and Redis (under var/test/),
+two projects and an outsider, API clients per key, and a real Celery worker process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from memoryhub import embedded
+from memories.models import Project
+from memories.services.projects import api_key_create
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server() -> Iterator[embedded.EmbeddedRedis]:
+    """The test session's own Redis (the settings already point at its socket)."""
+    server = embedded.redis_start(settings.DATA_DIR)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushall()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_server: embedded.EmbeddedRedis) -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+class Tenant:
+    """A project with a read-write and a read-only key, and API clients for both."""
+
+    def __init__(self, name: str) -> None:
+        self.project = Project.objects.create(name=name)
+        self.key, self.raw_key = api_key_create(project=self.project, name="rw")
+        self.read_key, self.raw_read_key = api_key_create(project=self.project, read_only=True)
+        self.client = APIClient()
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.raw_key}")
+        self.read_client = APIClient()
+        self.read_client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.raw_read_key}")
+
+
+@pytest.fixture
+def owner(db: None) -> Tenant:
+    return Tenant("owner")
+
+
+@pytest.fixture
+def outsider(db: None) -> Tenant:
+    """Another project: none of the owner's objects may be visible to it."""
+    return Tenant("outsider")
+
+
+@pytest.fixture
+def anonymous() -> APIClient:
+    return APIClient()
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    host = quote(db["HOST"], safe="") if db["HOST"].startswith("/") else db["HOST"]
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{host}{port}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(
+    django_db_setup: None, django_db_blocker: object, redis_server: embedded.EmbeddedRedis
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `celery worker` process on the test database and the test Redis."""
+    hostname = f"test-{uuid.uuid4().hex[:8]}@%h"
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "EMBEDDING_BACKFILL_INTERVAL": "2",
+    }
+    log_path = Path(settings.DATA_DIR) / "test-worker.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memoryhub", "worker", "--concurrency", "1",
+             "--loglevel", "INFO", "--hostname", hostname, "--without-mingle", "--without-gossip"],
+            env=env, cwd=BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    deadline = time.monotonic() + 90
+    while not any(client.scan_iter("memoryhub:worker:test-*")):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
