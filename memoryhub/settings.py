@@ -36,7 +36,20 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def _load_dotenv(path: Path) -> None:
+    """KEY=VALUE lines of a .env file, for variables the environment does not set."""
+    if not path.exists():
+        return
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            os.environ.setdefault(key.strip(), value.strip().strip("\"'"))
+
+
 TESTING = "PYTEST_VERSION" in os.environ
+if not TESTING:  # the tests run on the defaults, whatever a developer's .env says
+    _load_dotenv(BASE_DIR / ".env")
 DATA_DIR = embedded.data_dir()
 
 

@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -10,10 +11,8 @@ def _warm_up() -> None:
     """Load the embedding model in the background so the first search is not slow."""
     from memories.embeddings import get_provider
 
-    try:
+    with contextlib.suppress(Exception):  # the first real search reports any error
         get_provider().embed(["warm-up"])
-    except Exception:  # noqa: BLE001 - the first real search reports the error
-        pass
 
 
 if os.environ.get("EMBEDDING_WARM_UP", "1") == "1":

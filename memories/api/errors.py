@@ -28,6 +28,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=status.HTTP_422_UNPROCESSABLE_ENTITY,
         )
     if isinstance(exc, EmbeddingError):
-        code = status.HTTP_503_SERVICE_UNAVAILABLE if exc.retryable else status.HTTP_500_INTERNAL_SERVER_ERROR
+        code = (
+            status.HTTP_503_SERVICE_UNAVAILABLE
+            if exc.retryable
+            else status.HTTP_500_INTERNAL_SERVER_ERROR
+        )
         return Response({"detail": f"Embedding failed: {exc}"}, status=code)
     return drf_exception_handler(exc, context)

@@ -33,4 +33,6 @@ def ready(request: HttpRequest) -> JsonResponse:
         checks["redis"] = {"ok": False, "error": str(exc)}
         checks["workers"] = {"ok": False, "error": "Redis unreachable"}
     ok = all(check["ok"] for check in checks.values())
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
+    )

@@ -31,16 +31,22 @@ FILTER_PARAMETERS = [
     OpenApiParameter("user", str, description="End user external id"),
     OpenApiParameter("room", str, description="Room external id"),
     OpenApiParameter("kind", str, many=True, description="One or more kinds"),
-    OpenApiParameter("status", str, description="active (default for list), archived, superseded, pruned"),
+    OpenApiParameter(
+        "status", str, description="active (default for list), archived, superseded, pruned"
+    ),
     OpenApiParameter("start", datetime, description="created_at >= start"),
     OpenApiParameter("end", datetime, description="created_at < end"),
 ]
 
 
-def _query_params(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+def _query_params(
+    request: Request, serializer_class: type[serializers.Serializer]
+) -> dict[str, Any]:
     data: dict[str, Any] = {key: request.query_params.get(key) for key in request.query_params}
     if "kind" in request.query_params:
-        data["kind"] = [kind for value in request.query_params.getlist("kind") for kind in value.split(",")]
+        data["kind"] = [
+            kind for value in request.query_params.getlist("kind") for kind in value.split(",")
+        ]
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
@@ -72,7 +78,9 @@ def _cursor_encode(memory: Memory) -> str:
 
 def _cursor_decode(cursor: str) -> tuple[datetime, Any]:
     try:
-        created_at, memory_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        created_at, memory_id = json.loads(
+            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        )
         return datetime.fromisoformat(created_at), parse_uuid(memory_id, "cursor")
     except (ValueError, TypeError, serializers.ValidationError):
         raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
@@ -110,7 +118,9 @@ class MemoryListView(APIView):
             memories = memories.filter(after)
         ordering = ("-created_at", "-pk") if descending else ("created_at", "pk")
         limit = params["limit"]
-        page = list(memories.select_related("end_user", "room", "agent").order_by(*ordering)[: limit + 1])
+        page = list(
+            memories.select_related("end_user", "room", "agent").order_by(*ordering)[: limit + 1]
+        )
         next_cursor = _cursor_encode(page[limit - 1]) if len(page) > limit else None
         return Response(
             {
@@ -120,14 +130,19 @@ class MemoryListView(APIView):
             }
         )
 
-    @extend_schema(request=s.MemoryInputSerializer, responses={201: s.MemoryCreatedOutputSerializer, 200: s.MemoryCreatedOutputSerializer})
+    @extend_schema(
+        request=s.MemoryInputSerializer,
+        responses={201: s.MemoryCreatedOutputSerializer, 200: s.MemoryCreatedOutputSerializer},
+    )
     @idempotent
     def post(self, request: Request) -> Response:
         """Store one memory. Returns at once; embedding happens in a worker."""
         data = s.MemoryInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         [(memory, created)] = memory_create_batch(
-            project=project_of(request), items=[_input(data.validated_data)], actor=actor_of(request)
+            project=project_of(request),
+            items=[_input(data.validated_data)],
+            actor=actor_of(request),
         )
         return Response(
             {"created": created, "memory": s.MemoryOutputSerializer(memory).data},
@@ -140,7 +155,11 @@ class MemoryListView(APIView):
         params = _query_params(request, s.MemoryFilterSerializer)
         if not any(params.get(name) for name in ("user", "room", "kind")):
             raise serializers.ValidationError(
-                {"room": ["Give a room, user and/or kind: deleting every memory is not allowed here."]}
+                {
+                    "room": [
+                        "Give a room, user and/or kind: deleting every memory is not allowed here."
+                    ]
+                }
             )
         project = project_of(request)
         end_user = room = None
@@ -153,14 +172,21 @@ class MemoryListView(APIView):
             if room is None:
                 return Response({"deleted": 0})
         deleted = memories_delete(
-            project=project, actor=actor_of(request), end_user=end_user, room=room, kinds=params.get("kind")
+            project=project,
+            actor=actor_of(request),
+            end_user=end_user,
+            room=room,
+            kinds=params.get("kind"),
         )
         return Response({"deleted": deleted})
 
 
 @extend_schema(tags=["memories"])
 class MemoryBatchView(APIView):
-    @extend_schema(request=s.MemoryBatchInputSerializer, responses={201: s.MemoryCreatedOutputSerializer(many=True)})
+    @extend_schema(
+        request=s.MemoryBatchInputSerializer,
+        responses={201: s.MemoryCreatedOutputSerializer(many=True)},
+    )
     @idempotent
     def post(self, request: Request) -> Response:
         """Store up to MEMORYHUB_MAX_BATCH_SIZE memories in one transaction (all or nothing)."""
@@ -249,7 +275,11 @@ class SearchView(APIView):
         )
         for name, model, attribute in (("user", EndUser, "end_user_id"), ("room", Room, "room_id")):
             if name in params:
-                row_id = model.objects.filter(project=project, external_id=params[name]).values_list("pk", flat=True).first()
+                row_id = (
+                    model.objects.filter(project=project, external_id=params[name])
+                    .values_list("pk", flat=True)
+                    .first()
+                )
                 if row_id is None:  # nobody by that id: nothing to find
                     return Response({"mode": params["mode"], "results": [], "timings_ms": {}})
                 setattr(filters, attribute, row_id)

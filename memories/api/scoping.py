@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from functools import wraps
-from typing import Any, Callable
+from typing import Any
 
 from django.http import Http404
 from rest_framework import serializers, status
@@ -74,10 +75,14 @@ def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
         if len(key) > 255:
             raise serializers.ValidationError({"Idempotency-Key": ["At most 255 characters."]})
         project = project_of(request)
-        fingerprint = request_fingerprint(method=request.method or "", path=request.path, body=request.data)
+        fingerprint = request_fingerprint(
+            method=request.method or "", path=request.path, body=request.data
+        )
         stored = idempotency_key_lookup(project=project, key=key, fingerprint=fingerprint)
         if stored is not None:
-            return Response(stored.response, status=stored.status_code, headers={"Idempotent-Replayed": "true"})
+            return Response(
+                stored.response, status=stored.status_code, headers={"Idempotent-Replayed": "true"}
+            )
         response = view_method(self, request, *args, **kwargs)
         if status.is_success(response.status_code):
             idempotency_key_store(

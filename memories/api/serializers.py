@@ -58,21 +58,40 @@ class ContentField(serializers.CharField):
 
 
 class MemoryInputSerializer(serializers.Serializer):
-    id = serializers.UUIDField(required=False, help_text="Client-chosen id; a retry returns the stored memory.")
-    user = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID, help_text="End user external id (created if new).")
-    room = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID, help_text="Room external id (created if new).")
+    id = serializers.UUIDField(
+        required=False, help_text="Client-chosen id; a retry returns the stored memory."
+    )
+    user = serializers.CharField(
+        required=False,
+        allow_null=True,
+        **EXTERNAL_ID,
+        help_text="End user external id (created if new).",
+    )
+    room = serializers.CharField(
+        required=False,
+        allow_null=True,
+        **EXTERNAL_ID,
+        help_text="Room external id (created if new).",
+    )
     agent = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID)
     kind = serializers.ChoiceField(choices=Memory.Kind.choices, default=Memory.Kind.MESSAGE)
-    role = serializers.ChoiceField(choices=Memory.Role.choices, required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(
+        choices=Memory.Role.choices, required=False, allow_blank=True, default=""
+    )
     content = ContentField()
-    content_json = JSONObjectField(required=False, default=dict, help_text="action, source, url, attachments")
+    content_json = JSONObjectField(
+        required=False, default=dict, help_text="action, source, url, attachments"
+    )
     metadata = JSONObjectField(required=False, default=dict)
     importance = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
     unique = serializers.BooleanField(
-        default=False, help_text="Skip the write if the same text is stored for this user, room and kind."
+        default=False,
+        help_text="Skip the write if the same text is stored for this user, room and kind.",
     )
-    created_at = serializers.DateTimeField(required=False, help_text="When it happened (default: now).")
+    created_at = serializers.DateTimeField(
+        required=False, help_text="When it happened (default: now)."
+    )
 
 
 class MemoryBatchInputSerializer(serializers.Serializer):
@@ -148,14 +167,25 @@ class MemoryOutputSerializer(serializers.ModelSerializer):
 
 
 class MemoryCreatedOutputSerializer(serializers.Serializer):
-    created = serializers.BooleanField(help_text="False when an identical unique memory or id existed.")
+    created = serializers.BooleanField(
+        help_text="False when an identical unique memory or id existed."
+    )
     memory = MemoryOutputSerializer()
 
 
 class MemoryRevisionOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = MemoryRevision
-        fields = ["id", "memory_id", "action", "actor_type", "actor", "before", "after", "created_at"]
+        fields = [
+            "id",
+            "memory_id",
+            "action",
+            "actor_type",
+            "actor",
+            "before",
+            "after",
+            "created_at",
+        ]
 
 
 class SearchInputSerializer(serializers.Serializer):
@@ -170,7 +200,9 @@ class SearchInputSerializer(serializers.Serializer):
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )
-    metadata = JSONObjectField(required=False, help_text="Only memories whose metadata contains this.")
+    metadata = JSONObjectField(
+        required=False, help_text="Only memories whose metadata contains this."
+    )
     start = serializers.DateTimeField(required=False)
     end = serializers.DateTimeField(required=False)
     k = serializers.IntegerField(default=10, min_value=1)
@@ -180,7 +212,9 @@ class SearchInputSerializer(serializers.Serializer):
     def validate_k(self, value: int) -> int:
         max_k = _limit("MAX_SEARCH_K")
         if value > max_k:
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {max_k}.")
+            raise serializers.ValidationError(
+                f"Ensure this value is less than or equal to {max_k}."
+            )
         return value
 
     def validate_embedding(self, value: list[float]) -> list[float]:
@@ -251,7 +285,15 @@ class RoomOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Room
-        fields = ["external_id", "name", "agent", "world_id", "metadata", "created_at", "updated_at"]
+        fields = [
+            "external_id",
+            "name",
+            "agent",
+            "world_id",
+            "metadata",
+            "created_at",
+            "updated_at",
+        ]
 
     def get_agent(self, room: Room) -> str | None:
         return room.agent.external_id if room.agent_id else None  # type: ignore[union-attr]

@@ -45,7 +45,10 @@ class EndUserListView(APIView):
         page = paginator.paginate_queryset(users, request, view=self)
         return paginator.get_paginated_response(s.EndUserOutputSerializer(page, many=True).data)
 
-    @extend_schema(request=s.EndUserInputSerializer, responses={201: s.EndUserOutputSerializer, 200: s.EndUserOutputSerializer})
+    @extend_schema(
+        request=s.EndUserInputSerializer,
+        responses={201: s.EndUserOutputSerializer, 200: s.EndUserOutputSerializer},
+    )
     @idempotent
     def post(self, request: Request) -> Response:
         """Create a user; an existing external id returns that user with 200."""
@@ -93,7 +96,10 @@ class RoomListView(APIView):
         page = paginator.paginate_queryset(rooms.order_by("external_id"), request, view=self)
         return paginator.get_paginated_response(s.RoomOutputSerializer(page, many=True).data)
 
-    @extend_schema(request=s.RoomInputSerializer, responses={201: s.RoomOutputSerializer, 200: s.RoomOutputSerializer})
+    @extend_schema(
+        request=s.RoomInputSerializer,
+        responses={201: s.RoomOutputSerializer, 200: s.RoomOutputSerializer},
+    )
     @idempotent
     def post(self, request: Request) -> Response:
         """Create a room; an existing external id returns that room with 200."""
@@ -117,7 +123,9 @@ class RoomDetailView(APIView):
         room = room_get(request, external_id)
         data = s.RoomUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(s.RoomOutputSerializer(room_update(room=room, changes=data.validated_data)).data)
+        return Response(
+            s.RoomOutputSerializer(room_update(room=room, changes=data.validated_data)).data
+        )
 
     @extend_schema(responses=s.DeletedOutputSerializer)
     def delete(self, request: Request, external_id: str) -> Response:

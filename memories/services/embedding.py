@@ -9,6 +9,7 @@ lost message or a Redis outage left behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from datetime import timedelta
@@ -29,9 +30,7 @@ QUEUED_FLAG_TTL = 60
 
 @cache
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(
-        settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=1.0
-    )
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=1.0)
 
 
 def embedding_space_get(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
@@ -85,7 +84,9 @@ def embedding_enqueue() -> None:
         logger.warning("could not enqueue embedding (%s); the backfill will pick it up", exc)
 
 
-def embedding_process_batch(*, space: EmbeddingSpace, provider: EmbeddingProvider, size: int) -> int:
+def embedding_process_batch(
+    *, space: EmbeddingSpace, provider: EmbeddingProvider, size: int
+) -> int:
     """Claim up to ``size`` pending memories, embed them and mark them done; returns the count.
 
     The claim, the vectors and the status change commit together, so a worker killed
@@ -114,7 +115,9 @@ def embedding_process_batch(*, space: EmbeddingSpace, provider: EmbeddingProvide
         now = timezone.now()
         Embedding.objects.bulk_create(
             [
-                Embedding(memory_id=m.pk, space=space, vector=vectors[m.content_hash], created_at=now)
+                Embedding(
+                    memory_id=m.pk, space=space, vector=vectors[m.content_hash], created_at=now
+                )
                 for m in claimed
             ],
             update_conflicts=True,
@@ -132,10 +135,8 @@ def embedding_run(*, batch_size: int | None = None, progress=None) -> int:  # ty
 
     ``progress`` (optional) is called with each batch's count, for progress bars.
     """
-    try:
+    with contextlib.suppress(redis.RedisError):
         _redis().delete(QUEUED_FLAG)  # writes from now on enqueue a follow-up run
-    except redis.RedisError:
-        pass
     provider = get_provider()
     space = embedding_space_get(provider=provider)
     size = batch_size or settings.EMBEDDING["BATCH_SIZE"]
@@ -155,5 +156,7 @@ def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
     """How many memories wait for a vector (optionally only those waiting that long)."""
     queryset = Memory.objects.pending_embedding()
     if older_than_seconds:
-        queryset = queryset.filter(created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds))
+        queryset = queryset.filter(
+            created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)
+        )
     return queryset.count()

@@ -23,7 +23,9 @@ def request_fingerprint(*, method: str, path: str, body: Any) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def idempotency_key_lookup(*, project: Project, key: str, fingerprint: str) -> IdempotencyKey | None:
+def idempotency_key_lookup(
+    *, project: Project, key: str, fingerprint: str
+) -> IdempotencyKey | None:
     """The stored response for this key, or None; raises if the key saw another request."""
     stored = IdempotencyKey.objects.filter(project=project, key=key).first()
     if stored is not None and stored.request_hash != fingerprint:

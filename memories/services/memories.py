@@ -59,7 +59,10 @@ def _external_ids_resolve(
     if not external_ids:
         return {}
     manager = model.objects  # type: ignore[attr-defined]
-    found = {row.external_id: row for row in manager.filter(project=project, external_id__in=external_ids)}
+    found = {
+        row.external_id: row
+        for row in manager.filter(project=project, external_id__in=external_ids)
+    }
     missing = external_ids - found.keys()
     if missing:
         manager.bulk_create(
@@ -154,7 +157,9 @@ def _memory_create_batch(
     results: list[tuple[Memory, bool]] = []
     new: list[Memory] = []
     for memory in built:
-        existing = by_id.get(memory.pk) or (by_unique.get(_unique_key(memory)) if memory.is_unique else None)
+        existing = by_id.get(memory.pk) or (
+            by_unique.get(_unique_key(memory)) if memory.is_unique else None
+        )
         if existing is not None:
             if existing.pk == memory.pk and existing.content_hash != memory.content_hash:
                 raise MemoryConflict(f"id {memory.pk} is already used by a different memory")
@@ -170,19 +175,31 @@ def _memory_create_batch(
         Memory.objects.bulk_create(new)
         MemoryRevision.objects.bulk_create(
             [
-                revision_build(memory=m, action="create", actor=actor, before=None, after=m.snapshot())
+                revision_build(
+                    memory=m, action="create", actor=actor, before=None, after=m.snapshot()
+                )
                 for m in new
             ]
         )
         transaction.on_commit(embedding_enqueue)
         created_ids = [m.pk for m in new]
         transaction.on_commit(
-            lambda: memories_created.send(sender=Memory, project_id=project.pk, memory_ids=created_ids)
+            lambda: memories_created.send(
+                sender=Memory, project_id=project.pk, memory_ids=created_ids
+            )
         )
     return results
 
 
-UPDATABLE_FIELDS = ("content", "content_json", "metadata", "role", "importance", "confidence", "status")
+UPDATABLE_FIELDS = (
+    "content",
+    "content_json",
+    "metadata",
+    "role",
+    "importance",
+    "confidence",
+    "status",
+)
 
 
 @transaction.atomic
@@ -190,7 +207,11 @@ def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> M
     """Apply field changes; new content is re-embedded. Records before and after."""
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
     before = memory.snapshot()
-    fields = [name for name in UPDATABLE_FIELDS if name in changes and changes[name] != getattr(memory, name)]
+    fields = [
+        name
+        for name in UPDATABLE_FIELDS
+        if name in changes and changes[name] != getattr(memory, name)
+    ]
     if not fields:
         return memory
     for name in fields:

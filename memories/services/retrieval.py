@@ -111,7 +111,12 @@ def _filtered_count(project: Project, filters: SearchFilters, cap: int) -> int:
 
 
 def vector_candidates(
-    *, project: Project, space: EmbeddingSpace, query: np.ndarray, filters: SearchFilters, limit: int
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
 ) -> list[tuple[Any, float]]:
     """(memory id, cosine distance) of the nearest embedded memories, nearest first.
 
@@ -123,8 +128,9 @@ def vector_candidates(
     where, params = filters.sql(project)
     dim = int(space.dimension)
     literal = _vector_literal(query)
-    exact = _filtered_count(project, filters, settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"]) <= (
-        settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"]
+    exact = (
+        _filtered_count(project, filters, settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
+        <= (settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
     )
     with transaction.atomic(), connection.cursor() as cursor:
         if exact:
@@ -238,10 +244,16 @@ def memory_search(
     if query_vector is not None and space is not None:
         start = time.perf_counter()
         # a threshold can drop rows: read more so k can still be filled
-        vector_limit = limit if threshold is None else max(limit, k * config["CANDIDATE_MULTIPLIER"])
+        vector_limit = (
+            limit if threshold is None else max(limit, k * config["CANDIDATE_MULTIPLIER"])
+        )
         for rank, (memory_id, distance) in enumerate(
             vector_candidates(
-                project=project, space=space, query=query_vector, filters=filters, limit=vector_limit
+                project=project,
+                space=space,
+                query=query_vector,
+                filters=filters,
+                limit=vector_limit,
             ),
             start=1,
         ):
@@ -272,9 +284,7 @@ def _rank(
     config = settings.RETRIEVAL
     rrf_k = config["RRF_K"]
     recency_weight, importance_weight = config["RECENCY_WEIGHT"], config["IMPORTANCE_WEIGHT"]
-    memories = Memory.objects.select_related("end_user", "room", "agent").in_bulk(
-        list(candidates)
-    )
+    memories = Memory.objects.select_related("end_user", "room", "agent").in_bulk(list(candidates))
     max_keyword = max((c.keyword_score or 0.0 for c in candidates.values()), default=0.0) or 1.0
     now = timezone.now()
     scored: list[tuple[float, SearchHit]] = []
@@ -282,10 +292,14 @@ def _rank(
         memory = memories.get(candidate.memory_id)
         if memory is None:  # deleted since the candidate query
             continue
-        similarity = cosine_similarity(candidate.distance) if candidate.distance is not None else None
+        similarity = (
+            cosine_similarity(candidate.distance) if candidate.distance is not None else None
+        )
         if threshold is not None and similarity is not None and similarity < threshold:
             continue
-        rrf = sum(1.0 / (rrf_k + rank) for rank in (candidate.vector_rank, candidate.keyword_rank) if rank)
+        rrf = sum(
+            1.0 / (rrf_k + rank) for rank in (candidate.vector_rank, candidate.keyword_rank) if rank
+        )
         if mode == SearchMode.VECTOR:
             base = similarity or 0.0
         elif mode == SearchMode.KEYWORD:

@@ -32,6 +32,6 @@ def worker_heartbeats() -> list[dict[str, Any]]:
         if raw is None:
             continue
         data = json.loads(raw)
-        name = key.decode()[len(HEARTBEAT_PREFIX):]
+        name = key.decode()[len(HEARTBEAT_PREFIX) :]
         alive.append({"hostname": name, "age_seconds": round(now - data.pop("at"), 1), **data})
     return sorted(alive, key=lambda worker: worker["hostname"])

@@ -13,7 +13,9 @@ class Command(BaseCommand):
         parser.add_argument("--password", help="default: a random one, printed")
         parser.add_argument("--email", default="")
 
-    def handle(self, *args: Any, username: str, password: str | None, email: str, **options: Any) -> None:
+    def handle(
+        self, *args: Any, username: str, password: str | None, email: str, **options: Any
+    ) -> None:
         password = password or secrets.token_urlsafe(12)
         user, created = get_user_model().objects.get_or_create(
             username=username, defaults={"email": email}

@@ -13,4 +13,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, name: str, **options: Any) -> None:
         project, created = project_get_or_create(name=name)
-        self.stdout.write(f"{'Created' if created else 'Found'} project {project.name!r} (id {project.pk})")
+        self.stdout.write(
+            f"{'Created' if created else 'Found'} project {project.name!r} (id {project.pk})"
+        )

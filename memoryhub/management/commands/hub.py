@@ -8,9 +8,10 @@ Celery worker and Celery beat until Ctrl-C, which stops them all cleanly.
 
 from __future__ import annotations
 
+import ctypes
+import io
 import json
 import os
-import ctypes
 import signal
 import socket
 import subprocess
@@ -26,8 +27,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from memoryhub import embedded
 from memories.services.projects import api_key_authenticate, api_key_create, project_get_or_create
+from memoryhub import embedded
 
 DEMO_PROJECT = "demo"
 DEMO_OPERATOR = "operator"
@@ -39,7 +40,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
-        parser.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_WORKERS", "2")))
+        parser.add_argument(
+            "--web-workers", type=int, default=int(os.environ.get("WEB_WORKERS", "2"))
+        )
         parser.add_argument(
             "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1"))
         )
@@ -90,12 +93,19 @@ class Command(BaseCommand):
         if not saved.get("password") or not User.objects.filter(username=DEMO_OPERATOR).exists():
             saved["username"] = DEMO_OPERATOR
             saved["password"] = os.urandom(9).hex()
-            call_command("create_operator", DEMO_OPERATOR, password=saved["password"], stdout=open(os.devnull, "w"))
+            call_command(
+                "create_operator",
+                DEMO_OPERATOR,
+                password=saved["password"],
+                stdout=io.StringIO(),
+            )
         path.write_text(json.dumps(saved, indent=2))
         path.chmod(0o600)
         return saved
 
-    def start_children(self, env: dict[str, str], options: dict[str, Any]) -> dict[str, subprocess.Popen[bytes]]:
+    def start_children(
+        self, env: dict[str, str], options: dict[str, Any]
+    ) -> dict[str, subprocess.Popen[bytes]]:
         python = sys.executable
         bind = f"{options['host']}:{options['port']}"
         commands = {
@@ -126,7 +136,9 @@ class Command(BaseCommand):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if children["web"].poll() is not None:
-                raise CommandError("the web server exited; see its output above (is the port taken?)")
+                raise CommandError(
+                    "the web server exited; see its output above (is the port taken?)"
+                )
             try:
                 with urllib.request.urlopen(f"{base}/health/", timeout=1):
                     return
@@ -134,7 +146,9 @@ class Command(BaseCommand):
                 time.sleep(0.2)
         raise CommandError(f"the web server did not answer on {base} within 60 s")
 
-    def print_banner(self, base: str, credentials: dict[str, str] | None, embedded_redis: bool) -> None:
+    def print_banner(
+        self, base: str, credentials: dict[str, str] | None, embedded_redis: bool
+    ) -> None:
         database = "embedded PostgreSQL" if settings.EMBEDDED_DATABASE else "DATABASE_URL"
         redis = "embedded Redis" if embedded_redis else "REDIS_URL"
         lines = [
@@ -151,9 +165,10 @@ class Command(BaseCommand):
                 f"  Operator login         {credentials['username']} / {credentials['password']}",
                 "",
                 "  Try it:",
-                f"    curl -s -H 'Authorization: Bearer {credentials['api_key']}' "
-                f"-H 'Content-Type: application/json' -d '{{\"user\": \"alice\", \"content\": \"I love hiking\"}}' "
-                f"{base}/api/v1/memories/",
+                f"    curl -s -H 'Authorization: Bearer {credentials['api_key']}' \\",
+                "      -H 'Content-Type: application/json' \\",
+                """      -d '{"user": "alice", "content": "I love hiking"}' \\""",
+                f"      {base}/api/v1/memories/",
             ]
         lines += ["", "Press Ctrl-C to stop.", ""]
         self.stdout.write("\n".join(lines))

@@ -1,0 +1,117 @@
+"""A scripted walk through API v1 against a running hub (what an agent developer does first).
+
+    python examples/api_walk.py --url http://127.0.0.1:8000 --key mh_...
+
+Creates a user, writes 100 messages in batches, waits until the worker has embedded
+them, searches in all three modes, deletes one memory and reads its revisions.
+Exits non-zero at the first step that does not behave. Only needs `requests`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+
+import requests
+
+TOPICS = [
+    "I adopted a golden retriever called Biscuit last spring",
+    "My sister Ana lives in Lisbon and works as an architect",
+    "I am training for the Berlin marathon in September",
+    "Cooking Thai green curry is my favourite weekend hobby",
+    "I switched jobs and now work as a data engineer at a bank",
+]
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        sys.exit(f"FAILED: {message}")
+    print(f"ok  {message}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--key", required=True, help="a read-write API key")
+    args = parser.parse_args()
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {args.key}"
+    base = args.url.rstrip("/") + "/api/v1"
+    user = f"walk-{uuid.uuid4().hex[:8]}"
+
+    response = api.post(f"{base}/users/", json={"external_id": user, "name": "Walker"})
+    check(response.status_code == 201, f"create user {user} -> {response.status_code}")
+    check(
+        api.post(f"{base}/users/", json={"external_id": user}).status_code == 200,
+        "create again is idempotent (200)",
+    )
+
+    messages = [
+        {"user": user, "room": f"{user}-chat", "role": "user" if i % 2 == 0 else "assistant",
+         "content": f"{TOPICS[i % len(TOPICS)]} (note {i})", "metadata": {"turn": i}}
+        for i in range(100)
+    ]  # fmt: skip
+    ids = []
+    for start in range(0, 100, 25):
+        response = api.post(
+            f"{base}/memories/batch/", json={"memories": messages[start : start + 25]}
+        )
+        check(
+            response.status_code == 201,
+            f"batch write {start}-{start + 24} -> {response.status_code}",
+        )
+        ids += [item["memory"]["id"] for item in response.json()["results"]]
+    count = api.get(f"{base}/memories/count/", params={"user": user}).json()["count"]
+    check(count == 100, f"count for the user is {count}")
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        page = api.get(f"{base}/memories/", params={"user": user, "limit": 500}).json()["results"]
+        pending = sum(1 for memory in page if memory["embedding_status"] == "pending")
+        if not pending:
+            break
+        time.sleep(0.5)
+    check(pending == 0, "the worker embedded all 100 messages")
+
+    searches = {
+        "vector": ("what dog does the user have?", "golden retriever"),
+        "keyword": ("marathon training", "marathon"),
+        "hybrid": ("where does the sister live?", "Lisbon"),
+    }
+    for mode, (query, expected) in searches.items():
+        response = api.post(
+            f"{base}/search/",
+            json={"user": user, "query": query, "mode": mode, "k": 5, "explain": True},
+        )
+        body = response.json()
+        results = body["results"]
+        check(response.status_code == 200 and len(results) == 5, f"{mode} search returns 5 results")
+        top = results[0]["memory"]["content"]
+        print(f"      top: {top!r} ({body['timings_ms']['total']:.1f} ms)")
+        check(expected in top, f"{mode} search puts the right memory first")
+
+    victim = ids[0]
+    check(api.delete(f"{base}/memories/{victim}/").status_code == 204, "delete one memory")
+    check(api.get(f"{base}/memories/{victim}/").status_code == 404, "it is gone")
+    revisions = api.get(f"{base}/memories/{victim}/revisions/").json()["results"]
+    actions = [revision["action"] for revision in revisions]
+    check(actions == ["delete", "create"], f"its revisions are {actions}")
+    check(
+        revisions[0]["before"]["content"] == messages[0]["content"],
+        "the delete revision keeps the content",
+    )
+
+    response = api.delete(f"{base}/users/{user}/")
+    check(
+        response.status_code == 200 and response.json()["deleted"] == 99,
+        "delete the user and its 99 memories",
+    )
+    print("API walk completed.")
+
+
+if __name__ == "__main__":
+    main()
