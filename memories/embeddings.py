@@ -15,7 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from django.conf import settings
@@ -54,7 +54,7 @@ class LocalEmbeddingProvider:
         self.dimension = dimension
         self.batch_size = batch_size
         self.threads = threads
-        self._model = None
+        self._model: Any = None
         self._lock = threading.Lock()
 
     def load(self):  # type: ignore[no-untyped-def]

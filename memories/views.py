@@ -19,7 +19,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Projects with their memory counts, the embedding backlog and the live workers."""
     projects = Project.objects.annotate(
-        memories=Count("memories", distinct=True),
+        memory_count=Count("memories", distinct=True),
         users=Count("end_users", distinct=True),
         pending=Count(
             "memories", filter=Q(memories__embedding_status=Memory.EmbeddingStatus.PENDING)

@@ -128,7 +128,7 @@ if EMBEDDED_DATABASE:
         "default": embedded.postgres_start(DATA_DIR).django_settings()
     }
 else:
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"])}
+    DATABASES = {"default": dict(dj_database_url.parse(os.environ["DATABASE_URL"]))}
 # Persistent connections: a new connection costs more than a whole memory write.
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 300)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -228,14 +228,14 @@ SPECTACULAR_SETTINGS = {
 
 # --- MemoryHub -------------------------------------------------------------------------
 
-MEMORYHUB = {
+MEMORYHUB: dict[str, Any] = {
     "MAX_CONTENT_CHARS": env_int("MEMORYHUB_MAX_CONTENT_CHARS", 32_000),
     "MAX_METADATA_BYTES": env_int("MEMORYHUB_MAX_METADATA_BYTES", 16_384),
     "MAX_BATCH_SIZE": env_int("MEMORYHUB_MAX_BATCH_SIZE", 1_000),
     "MAX_SEARCH_K": env_int("MEMORYHUB_MAX_SEARCH_K", 200),
     "IDEMPOTENCY_KEY_TTL_HOURS": env_int("MEMORYHUB_IDEMPOTENCY_KEY_TTL_HOURS", 24),
 }
-EMBEDDING = {
+EMBEDDING: dict[str, Any] = {
     # local (sentence-transformers), openai (any OpenAI-compatible endpoint) or hashing
     # (a deterministic bag-of-words embedder for tests that only need vectors)
     "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
@@ -247,7 +247,7 @@ EMBEDDING = {
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
     "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),
 }
-RETRIEVAL = {
+RETRIEVAL: dict[str, Any] = {
     "RRF_K": env_int("RETRIEVAL_RRF_K", 60),
     # candidates taken from each signal before fusion, as a multiple of k
     "CANDIDATE_MULTIPLIER": env_int("RETRIEVAL_CANDIDATE_MULTIPLIER", 4),

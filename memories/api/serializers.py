@@ -11,7 +11,10 @@ from rest_framework import serializers
 from memories.models import EndUser, Memory, MemoryRevision, Room
 from memories.services.retrieval import SearchMode
 
-EXTERNAL_ID = {"max_length": 255, "allow_blank": False}
+
+def external_id_field(**kwargs: Any) -> serializers.CharField:
+    """An id chosen by the agent platform (users, rooms, agents)."""
+    return serializers.CharField(max_length=255, allow_blank=False, **kwargs)
 
 
 def _limit(name: str) -> int:
@@ -61,19 +64,13 @@ class MemoryInputSerializer(serializers.Serializer):
     id = serializers.UUIDField(
         required=False, help_text="Client-chosen id; a retry returns the stored memory."
     )
-    user = serializers.CharField(
-        required=False,
-        allow_null=True,
-        **EXTERNAL_ID,
-        help_text="End user external id (created if new).",
+    user = external_id_field(
+        required=False, allow_null=True, help_text="End user external id (created if new)."
     )
-    room = serializers.CharField(
-        required=False,
-        allow_null=True,
-        **EXTERNAL_ID,
-        help_text="Room external id (created if new).",
+    room = external_id_field(
+        required=False, allow_null=True, help_text="Room external id (created if new)."
     )
-    agent = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID)
+    agent = external_id_field(required=False, allow_null=True)
     kind = serializers.ChoiceField(choices=Memory.Kind.choices, default=Memory.Kind.MESSAGE)
     role = serializers.ChoiceField(
         choices=Memory.Role.choices, required=False, allow_blank=True, default=""
@@ -122,8 +119,8 @@ class MemoryUpdateSerializer(serializers.Serializer):
 class MemoryFilterSerializer(serializers.Serializer):
     """Query parameters selecting memories (list, count, bulk delete)."""
 
-    user = serializers.CharField(required=False, **EXTERNAL_ID)
-    room = serializers.CharField(required=False, **EXTERNAL_ID)
+    user = external_id_field(required=False)
+    room = external_id_field(required=False)
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )
@@ -195,8 +192,8 @@ class SearchInputSerializer(serializers.Serializer):
         help_text="A raw query vector of the space's dimension, instead of or with `query`.",
     )  # fmt: skip
     mode = serializers.ChoiceField(choices=SearchMode.ALL, default=SearchMode.HYBRID)
-    user = serializers.CharField(required=False, **EXTERNAL_ID)
-    room = serializers.CharField(required=False, **EXTERNAL_ID)
+    user = external_id_field(required=False)
+    room = external_id_field(required=False)
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )
@@ -250,7 +247,7 @@ class SearchOutputSerializer(serializers.Serializer):
 
 
 class EndUserInputSerializer(serializers.Serializer):
-    external_id = serializers.CharField(**EXTERNAL_ID)
+    external_id = external_id_field()
     name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
     metadata = JSONObjectField(required=False, default=dict)
 
@@ -272,7 +269,7 @@ class EndUserOutputSerializer(serializers.ModelSerializer):
 
 
 class RoomInputSerializer(EndUserInputSerializer):
-    agent = serializers.CharField(required=False, allow_null=True, **EXTERNAL_ID)
+    agent = external_id_field(required=False, allow_null=True)
     world_id = serializers.CharField(required=False, allow_blank=True, max_length=255, default="")
 
 

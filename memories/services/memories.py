@@ -58,7 +58,7 @@ def _external_ids_resolve(
     """Map external ids to rows, creating the missing ones (race-safe)."""
     if not external_ids:
         return {}
-    manager = model.objects  # type: ignore[attr-defined]
+    manager: Any = model.objects
     found = {
         row.external_id: row
         for row in manager.filter(project=project, external_id__in=external_ids)

@@ -227,7 +227,7 @@ def memory_search(
     config = settings.RETRIEVAL
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    limit = max(k * config["CANDIDATE_MULTIPLIER"], k) if mode == SearchMode.HYBRID else k
+    limit = int(max(k * config["CANDIDATE_MULTIPLIER"], k)) if mode == SearchMode.HYBRID else k
 
     space = None
     query_vector = None
