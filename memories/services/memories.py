@@ -269,10 +269,12 @@ def memories_delete(
             f"""
             INSERT INTO memories_memoryrevision
                 (project_id, memory_id, action, actor_type, actor, before, after, created_at)
-            SELECT project_id, id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, now()
+            SELECT project_id, id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
             FROM memories_memory WHERE id IN ({ids_sql})
             """,
-            [actor.type, actor.name, *params],
+            # the app's clock, as for every other revision: the database's now() is the
+            # transaction's start on another host's clock and can sort a delete first
+            [actor.type, actor.name, timezone.now(), *params],
         )
     _, per_model = queryset.delete()
     return per_model.get(Memory._meta.label, 0)
