@@ -177,6 +177,9 @@ class MemoryListView(APIView):
             end_user=end_user,
             room=room,
             kinds=params.get("kind"),
+            status=params.get("status"),
+            start=params.get("start"),
+            end=params.get("end"),
         )
         return Response({"deleted": deleted})
 

@@ -253,8 +253,14 @@ def memories_delete(
     end_user: EndUser | None = None,
     room: Room | None = None,
     kinds: list[str] | None = None,
+    status: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
 ) -> int:
-    """Delete every memory of a user, room and/or kind, recording each; returns the count."""
+    """Delete every memory of a user, room and/or kind, recording each; returns the count.
+
+    ``status``, ``start`` (created_at >= start) and ``end`` (created_at < end) narrow it.
+    """
     queryset = Memory.objects.for_project(project)
     if end_user is not None:
         queryset = queryset.filter(end_user=end_user)
@@ -262,6 +268,12 @@ def memories_delete(
         queryset = queryset.filter(room=room)
     if kinds:
         queryset = queryset.of_kind(*kinds)
+    if status:
+        queryset = queryset.filter(status=status)
+    if start is not None:
+        queryset = queryset.filter(created_at__gte=start)
+    if end is not None:
+        queryset = queryset.filter(created_at__lt=end)
     ids_sql, params = queryset.values("id").query.sql_with_params()
     with connection.cursor() as cursor:
         # one statement for any number of rows: the revisions are built in SQL
