@@ -17,9 +17,9 @@ import redis
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from memoryhub import embedded
 from memories.models import Project
 from memories.services.projects import api_key_create
+from memoryhub import embedded
 
 BASE_DIR = Path(settings.BASE_DIR)
 
@@ -119,3 +119,33 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1):  # type
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def embed_pending() -> int:
+    """Embed every pending memory here and now, as a worker would (the configured model)."""
+    from memories.services.embedding import embedding_run
+
+    return embedding_run()
+
+
+def vector_search_plans(run):  # type: ignore[no-untyped-def]
+    """Call ``run()`` and EXPLAIN every nearest-neighbour query it sent, exactly as sent
+    (with the SET LOCAL settings before it); returns (run's result, [plan text])."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        result = run()
+    plans, session = [], []
+    for query in captured.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("SET LOCAL"):
+            session.append(sql)
+        elif "memories_embedding" in sql and "ORDER BY distance" in sql:
+            with transaction.atomic(), connection.cursor() as cursor:
+                for statement in session:
+                    cursor.execute(statement)
+                cursor.execute(f"EXPLAIN {sql}")
+                plans.append("\n".join(row[0] for row in cursor.fetchall()))
+            session = []
+    return result, plans

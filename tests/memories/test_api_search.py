@@ -1,0 +1,305 @@
+"""Search: vector, keyword and hybrid modes with the real local model, filters,
+k and threshold, explain, raw embeddings, validation, the filtered-scan paths, tenants."""
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from memories.embeddings import get_provider
+from memories.models import Embedding, EndUser, Memory
+from memories.services.embedding import embedding_space_get
+from tests.conftest import embed_pending, vector_search_plans
+
+SEARCH = "/api/v1/search/"
+
+ALICE = [
+    "My cat is called Whiskers",
+    "I work as a nurse at the general hospital in Boston",
+    "We went skiing in the Alps last March",
+    "My favourite food is spicy Thai green curry",
+    "I am learning to play the violin",
+    "My sister lives in Toronto with her two kids",
+]
+
+
+@pytest.fixture
+def corpus(owner):
+    items = [{"user": "alice", "room": "home", "content": text} for text in ALICE]
+    items.append({"user": "bob", "room": "work", "content": "My dog is called Rex"})
+    response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
+    assert response.status_code == 201
+    assert embed_pending() == len(items)
+    return owner
+
+
+def search(tenant, **body):
+    response = tenant.client.post(SEARCH, body)
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def top(result):
+    return [hit["memory"]["content"] for hit in result["results"]]
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("which instrument am I practising?", "I am learning to play the violin"),
+        ("what do I like to eat?", "My favourite food is spicy Thai green curry"),
+        ("winter holiday in the mountains", "We went skiing in the Alps last March"),
+        ("what is my job?", "I work as a nurse at the general hospital in Boston"),
+    ],
+)
+def test_vector_mode_finds_a_paraphrase(corpus, query, expected):
+    result = search(corpus, query=query, mode="vector", user="alice", k=3)
+    assert result["mode"] == "vector"
+    assert top(result)[0] == expected
+
+
+def test_keyword_mode_finds_the_word(corpus):
+    assert top(search(corpus, query="Whiskers", mode="keyword")) == ["My cat is called Whiskers"]
+    assert top(search(corpus, query="nurses", mode="keyword"))[0].startswith("I work as a nurse")
+
+
+def test_keyword_mode_has_or_semantics(corpus):
+    # most words of a natural question appear in no memory: an AND query would match nothing
+    result = search(corpus, query="Where exactly does my sister live these days?", mode="keyword")
+    assert top(result)[0] == "My sister lives in Toronto with her two kids"
+
+
+def test_keyword_mode_finds_nothing_for_unknown_words(corpus):
+    assert search(corpus, query="xylophone quantum", mode="keyword")["results"] == []
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("Thai curry recipe", "My favourite food is spicy Thai green curry"),
+        ("which instrument am I practising?", "I am learning to play the violin"),
+        ("Toronto", "My sister lives in Toronto with her two kids"),
+    ],
+)
+def test_hybrid_mode(corpus, query, expected):
+    result = search(corpus, query=query, user="alice")
+    assert result["mode"] == "hybrid"
+    assert top(result)[0] == expected
+
+
+class TestFilters:
+    def test_user(self, corpus):
+        assert top(search(corpus, query="what is the name of my pet?", mode="vector", k=1)) == [
+            "My dog is called Rex"
+        ]
+        result = search(corpus, query="what is the name of my pet?", mode="vector", user="alice")
+        assert top(result)[0] == "My cat is called Whiskers"
+        assert all(hit["memory"]["user"] == "alice" for hit in result["results"])
+        assert search(corpus, query="pet", user="nobody")["results"] == []
+
+    def test_room(self, corpus):
+        result = search(corpus, query="pet name", room="work")
+        assert top(result) == ["My dog is called Rex"]
+
+    def test_kind(self, corpus):
+        corpus.client.post(
+            "/api/v1/memories/", {"user": "alice", "kind": "fact", "content": "Alice owns a cat"}
+        )
+        embed_pending()
+        result = search(corpus, query="cat", kind=["fact"], user="alice")
+        assert top(result) == ["Alice owns a cat"]
+        assert len(search(corpus, query="cat", kind=["message", "fact"])["results"]) > 1
+
+    def test_metadata_containment(self, corpus):
+        corpus.client.post(
+            "/api/v1/memories/",
+            {"user": "alice", "content": "The cat needs a vet visit", "metadata": {"tag": "todo"}},
+        )
+        embed_pending()
+        result = search(corpus, query="cat", metadata={"tag": "todo"}, mode="vector")
+        assert top(result) == ["The cat needs a vet visit"]
+        assert search(corpus, query="cat", metadata={"tag": "done"})["results"] == []
+
+    def test_start_and_end(self, corpus):
+        for when, text in [
+            ("2020-01-01T00:00:00Z", "old cat"),
+            ("2030-01-01T00:00:00Z", "future cat"),
+        ]:
+            corpus.client.post("/api/v1/memories/", {"content": text, "created_at": when})
+        embed_pending()
+        before = search(corpus, query="cat", end="2021-01-01T00:00:00Z")
+        assert top(before) == ["old cat"]
+        after = search(corpus, query="cat", start="2029-01-01T00:00:00Z", mode="vector")
+        assert top(after) == ["future cat"]
+
+    def test_archived_memories_are_not_found(self, corpus):
+        cat = Memory.objects.get(content="My cat is called Whiskers")
+        corpus.client.patch(f"/api/v1/memories/{cat.pk}/", {"status": "archived"})
+        assert "My cat is called Whiskers" not in top(search(corpus, query="Whiskers the cat"))
+
+
+def test_k_is_respected(corpus):
+    assert len(search(corpus, query="my life", mode="vector", k=2)["results"]) == 2
+    assert len(search(corpus, query="my life", k=3)["results"]) == 3
+    assert len(search(corpus, query="my life", mode="vector", k=50)["results"]) == 7
+
+
+def test_threshold_drops_dissimilar_memories(corpus):
+    query = "which instrument am I practising?"
+    everything = search(corpus, query=query, mode="vector", k=10)["results"]
+    assert len(everything) == 7
+    result = search(corpus, query=query, mode="vector", k=10, threshold=0.5)
+    assert top(result) == ["I am learning to play the violin"]
+    assert all(hit["similarity"] >= 0.5 for hit in result["results"])
+
+
+def test_explain_returns_each_signal(corpus):
+    result = search(corpus, query="Whiskers the cat", user="alice", explain=True)
+    hit = result["results"][0]
+    assert hit["memory"]["content"] == "My cat is called Whiskers"
+    explain = hit["explain"]
+    for name in ["vector_rank", "vector_similarity", "keyword_rank", "keyword_score", "rrf"]:
+        assert name in explain
+    assert explain["vector_rank"] == 1 and explain["keyword_rank"] == 1
+    assert explain["rrf"] == pytest.approx(2 / 61)
+    assert "explain" not in search(corpus, query="cat")["results"][0]
+
+
+def test_similarity_is_between_0_and_1_and_scores_are_ordered(corpus):
+    for mode in ["vector", "hybrid"]:
+        hits = search(corpus, query="xylophone quantum zebra", mode=mode, k=10)["results"]
+        assert hits
+        assert all(0.0 <= hit["similarity"] <= 1.0 for hit in hits)
+        scores = [hit["score"] for hit in hits]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_raw_embedding_query(corpus):
+    vector = get_provider().embed(["what is the name of my pet?"])[0].tolist()
+    result = search(corpus, embedding=vector, mode="vector", user="alice", k=1)
+    assert top(result) == ["My cat is called Whiskers"]
+    assert result["results"][0]["similarity"] > 0.5
+    # hybrid with only a vector: the vector signal alone
+    assert top(search(corpus, embedding=vector, user="alice", k=1)) == ["My cat is called Whiskers"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"embedding": [0.1] * 10, "mode": "vector"}, "embedding"),
+        ({"embedding": [], "mode": "vector"}, "embedding"),
+        ({"embedding": ["a"] * 384, "mode": "vector"}, "embedding"),
+        ({"query": "cat", "k": 0}, "k"),
+        ({"query": "cat", "k": 201}, "k"),
+        ({"query": "cat", "k": "many"}, "k"),
+        ({}, "query"),
+        ({"query": "   "}, "query"),
+        ({"mode": "keyword", "embedding": [0.1] * 384}, "query"),
+        ({"query": "cat", "mode": "psychic"}, "mode"),
+        ({"query": "cat", "threshold": 1.5}, "threshold"),
+        ({"query": "cat", "metadata": ["tag"]}, "metadata"),
+        ({"query": "cat", "kind": ["dream"]}, "kind"),
+        ({"query": "cat", "start": "2024-02-01T00:00:00Z", "end": "2024-01-01T00:00:00Z"}, "end"),
+    ],
+)
+def test_bad_input_is_400_naming_the_field(owner, body, field):
+    response = owner.client.post(SEARCH, body)
+    assert response.status_code == 400
+    assert field in response.json(), response.json()
+
+
+def test_max_k_follows_the_setting(owner, settings):
+    settings.MEMORYHUB = {**settings.MEMORYHUB, "MAX_SEARCH_K": 5}
+    response = owner.client.post(SEARCH, {"query": "cat", "k": 6})
+    assert response.status_code == 400
+    assert "5" in response.json()["k"][0]
+    assert owner.client.post(SEARCH, {"query": "cat", "k": 5}).status_code == 200
+
+
+def test_memories_not_yet_embedded_are_found_by_keyword_in_hybrid_mode(corpus):
+    corpus.client.post("/api/v1/memories/", {"user": "alice", "content": "Bought a new kayak"})
+    assert Memory.objects.get(content="Bought a new kayak").embedding_status == "pending"
+    result = search(corpus, query="kayak", user="alice", explain=True)
+    [hit] = [h for h in result["results"] if h["memory"]["content"] == "Bought a new kayak"]
+    assert hit["similarity"] is None
+    assert hit["explain"]["vector_rank"] is None
+    assert hit["explain"]["keyword_rank"] == 1
+
+
+def _unit(vector):
+    return vector / np.linalg.norm(vector)
+
+
+@pytest.mark.parametrize("exact_scan_max_rows", [5_000, 0], ids=["exact-scan", "hnsw-iterative"])
+def test_a_user_with_few_memories_among_many_still_gets_k(owner, settings, exact_scan_max_rows):
+    """The crowd's 400 memories are all nearer the query than the few user's 5: a filtered
+    HNSW scan that stopped at ef_search rows would return none of them."""
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": exact_scan_max_rows}
+    space = embedding_space_get()
+    rng = np.random.default_rng(7)
+    query = _unit(rng.normal(size=space.dimension))
+    crowd = EndUser.objects.create(project=owner.project, external_id="crowd")
+    few = EndUser.objects.create(project=owner.project, external_id="few")
+    memories, vectors = [], []
+    for n in range(405):
+        memories.append(
+            Memory(
+                project=owner.project,
+                end_user=crowd if n < 400 else few,
+                content=f"memory {n}",
+                content_hash=f"{n:064d}",
+                embedding_status="done",
+            )
+        )
+        noise = _unit(rng.normal(size=space.dimension))
+        vectors.append(_unit(query + 0.5 * noise) if n < 400 else noise)
+    Memory.objects.bulk_create(memories)
+    Embedding.objects.bulk_create(
+        Embedding(memory=m, space=space, vector=v) for m, v in zip(memories, vectors, strict=True)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+        cursor.execute("ANALYZE memories_embedding")
+        if exact_scan_max_rows == 0:
+            # on a table this small the planner would rather sort: make it walk the graph
+            cursor.execute("SET LOCAL enable_sort = off")
+
+    result, [plan] = vector_search_plans(
+        lambda: search(owner, embedding=query.tolist(), mode="vector", user="few", k=5)
+    )
+    # the path under test is the one taken
+    assert (space.index_name in plan) is (exact_scan_max_rows == 0), plan
+    assert sorted(top(result)) == [f"memory {n}" for n in range(400, 405)]
+    assert (
+        len(search(owner, embedding=query.tolist(), mode="vector", user="crowd", k=7)["results"])
+        == 7
+    )
+
+
+class TestAcrossTenants:
+    def test_outsider_never_finds_the_owners_memories(self, corpus, outsider):
+        outsider.client.post("/api/v1/memories/", {"user": "alice", "content": "I have a hamster"})
+        embed_pending()
+        owner_ids = set(Memory.objects.filter(project=corpus.project).values_list("pk", flat=True))
+        vector = get_provider().embed(["My cat is called Whiskers"])[0].tolist()
+        for body in [
+            {"query": "My cat is called Whiskers", "k": 50},
+            {"query": "Whiskers", "mode": "keyword", "k": 50},
+            {"query": "cat", "mode": "vector", "k": 50},
+            {"embedding": vector, "mode": "vector", "k": 50},
+            {"query": "cat", "user": "alice", "k": 50},
+            {"query": "pet", "room": "home", "k": 50},
+        ]:
+            hits = search(outsider, **body)["results"]
+            assert not {hit["memory"]["id"] for hit in hits} & {str(i) for i in owner_ids}
+        assert top(search(outsider, query="pet", mode="vector")) == ["I have a hamster"]
+
+    def test_read_only_key_searches_its_own_project(self, corpus):
+        assert top(search_read_only(corpus, query="Whiskers", mode="keyword")) == [
+            "My cat is called Whiskers"
+        ]
+
+
+def search_read_only(tenant, **body):
+    response = tenant.read_client.post(SEARCH, body)
+    assert response.status_code == 200
+    return response.json()
