@@ -1,0 +1,259 @@
+"""The embedding pipeline: claiming with SKIP LOCKED, the content-hash cache, re-runs,
+updates, a Redis outage and the backfill, the dimension check, and a real worker."""
+
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memories import tasks
+from memories.embeddings import EmbeddingDimensionMismatch, HashingEmbeddingProvider
+from memories.models import Embedding, EmbeddingSpace, Memory, content_hash
+from memories.services import embedding as pipeline
+from memories.services.embedding import (
+    embedding_process_batch,
+    embedding_run,
+    embedding_space_get,
+)
+from memories.worker import worker_startup_check
+from tests.conftest import wait_until
+
+
+class CountingProvider:
+    """The hashing embedder, recording every batch of texts it is asked to embed."""
+
+    name = "hashing"
+
+    def __init__(self, model: str = "pipeline-test", dimension: int = 16) -> None:
+        self.model, self.dimension = model, dimension
+        self._inner = HashingEmbeddingProvider(model, dimension)
+        self.calls: list[list[str]] = []
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for call in self.calls for text in call]
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self._inner.embed(texts)
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    """The provider the pipeline uses in these tests (the real model is not needed)."""
+    counting = CountingProvider()
+    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
+    return counting
+
+
+def pending(owner, *texts):
+    """Memories written as the API writes them, without asking a worker."""
+    memories = [
+        Memory(project=owner.project, content=text, content_hash=content_hash(text))
+        for text in texts
+    ]
+    return Memory.objects.bulk_create(memories)
+
+
+def vector_of(memory):
+    return np.asarray(Embedding.objects.get(memory=memory).vector, dtype=np.float32)
+
+
+def test_run_embeds_every_pending_memory_in_batches(owner, provider):
+    memories = pending(owner, *[f"memory number {n}" for n in range(7)])
+    batches = []
+    assert embedding_run(batch_size=3, progress=batches.append) == 7
+    assert batches == [3, 3, 1]
+    space = EmbeddingSpace.objects.get(provider="hashing", model="pipeline-test")
+    for memory in memories:
+        memory.refresh_from_db()
+        assert memory.embedding_status == "done"
+        assert memory.embedded_at is not None
+        expected = provider._inner.embed([memory.content])[0]
+        assert np.allclose(vector_of(memory), expected, atol=1e-6)
+        assert Embedding.objects.get(memory=memory).space == space
+
+
+def test_a_text_already_embedded_is_not_embedded_again(owner, provider):
+    pending(owner, "I like tea", "I like coffee", "I like tea")
+    embedding_run()
+    assert sorted(provider.texts) == ["I like coffee", "I like tea"]  # one call per text
+    pending(owner, "I  like tea", "Something new")  # the same text, spaced differently
+    embedding_run()
+    assert sorted(provider.texts) == ["I like coffee", "I like tea", "Something new"]
+    vectors = [vector_of(m) for m in Memory.objects.filter(content__contains="tea")]
+    assert len(vectors) == 3
+    assert all(np.allclose(v, vectors[0]) for v in vectors)
+
+
+def test_a_second_run_does_nothing(owner, provider):
+    pending(owner, "one", "two")
+    assert embedding_run() == 2
+    calls = len(provider.calls)
+    assert embedding_run() == 0
+    assert len(provider.calls) == calls
+    assert Embedding.objects.count() == 2
+
+
+def test_a_memory_marked_pending_again_is_not_duplicated(owner, provider):
+    [memory] = pending(owner, "one")
+    embedding_run()
+    Memory.objects.filter(pk=memory.pk).update(embedding_status="pending")  # e.g. redelivered
+    assert embedding_run() == 1
+    assert Embedding.objects.filter(memory=memory).count() == 1
+    memory.refresh_from_db()
+    assert memory.embedding_status == "done"
+
+
+def test_an_update_is_embedded_again(owner, provider):
+    response = owner.client.post("/api/v1/memories/", {"content": "Lives in Paris"})
+    memory_id = response.json()["memory"]["id"]
+    embedding_run()
+    before = vector_of(memory_id)
+
+    owner.client.patch(f"/api/v1/memories/{memory_id}/", {"content": "Moved to Berlin"})
+    assert Memory.objects.get(pk=memory_id).embedding_status == "pending"
+    assert embedding_run() == 1
+    assert provider.calls[-1] == ["Moved to Berlin"]
+    after = vector_of(memory_id)
+    assert not np.allclose(before, after)
+    assert np.allclose(after, provider._inner.embed(["Moved to Berlin"])[0], atol=1e-6)
+    assert owner.client.get(f"/api/v1/memories/{memory_id}/").json()["embedding_status"] == "done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_claim_different_memories(owner, provider):
+    """A batch whose claim is still open (its rows locked) is skipped by the next one."""
+    pending(owner, *[f"memory {n:02d}" for n in range(20)])
+    space = embedding_space_get(provider=provider)
+    claimed, release = threading.Event(), threading.Event()
+    slow = CountingProvider()
+    errors = []
+
+    def embed_slowly(texts):
+        vectors = CountingProvider.embed(slow, texts)
+        claimed.set()
+        release.wait(timeout=30)
+        return vectors
+
+    slow.embed = embed_slowly
+
+    def first_worker():
+        try:
+            embedding_process_batch(space=space, provider=slow, size=5)
+        except Exception as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=first_worker)
+    thread.start()
+    try:
+        assert claimed.wait(timeout=30), "the first batch never started embedding"
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")  # waiting on the lock would fail here
+        try:
+            assert embedding_process_batch(space=space, provider=provider, size=100) == 15
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    assert not errors
+    assert len(slow.texts) == 5
+    assert len(provider.texts) == 15
+    assert not set(slow.texts) & set(provider.texts)
+    assert not Memory.objects.filter(embedding_status="pending").exists()
+    assert Embedding.objects.count() == 20
+
+
+def test_a_write_while_redis_is_down_succeeds_and_the_backfill_embeds_it(
+    owner, provider, settings, tmp_path, caplog, django_capture_on_commit_callbacks
+):
+    redis_url = settings.REDIS_URL
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis-here.sock"
+    pipeline._redis.cache_clear()  # the client is made once per process
+    try:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            response = owner.client.post("/api/v1/memories/", {"content": "written in an outage"})
+        assert response.status_code == 201
+        assert callbacks, "the write did not try to enqueue its embedding"
+        assert "could not enqueue embedding" in caplog.text
+    finally:  # Redis is back
+        settings.REDIS_URL = redis_url
+        pipeline._redis.cache_clear()
+    memory = Memory.objects.get(pk=response.json()["memory"]["id"])
+    assert memory.embedding_status == "pending"
+
+    # the backfill leaves a memory alone while its own task may still be on the way ...
+    assert tasks.embedding_backfill() == 0
+    assert provider.calls == []
+    # ... and embeds it once it has waited too long
+    waited = settings.EMBEDDING["BACKFILL_AFTER_SECONDS"] + 1
+    Memory.objects.filter(pk=memory.pk).update(
+        created_at=timezone.now() - timedelta(seconds=waited)
+    )
+    assert tasks.embedding_backfill() == 1
+    memory.refresh_from_db()
+    assert memory.embedding_status == "done"
+    assert provider.texts == ["written in an outage"]
+
+
+class TestDimensionCheck:
+    def test_a_space_refuses_a_model_of_another_dimension(self, db):
+        EmbeddingSpace.objects.create(provider="hashing", model="resized", dimension=64)
+        with pytest.raises(EmbeddingDimensionMismatch) as error:
+            embedding_space_get(provider=HashingEmbeddingProvider("resized", 32))
+        message = str(error.value)
+        assert "64" in message and "32" in message
+        assert "EMBEDDING_DIMENSION" in message
+        assert error.value.retryable is False
+
+    def test_the_worker_refuses_to_start(self, db, settings):
+        EmbeddingSpace.objects.create(provider="hashing", model="resized", dimension=64)
+        settings.EMBEDDING = {
+            **settings.EMBEDDING,
+            "PROVIDER": "hashing",
+            "MODEL": "resized",
+            "DIMENSION": 32,
+        }
+        with pytest.raises(EmbeddingDimensionMismatch):
+            worker_startup_check()
+
+    def test_a_search_says_what_is_wrong(self, owner, settings):
+        EmbeddingSpace.objects.create(provider="hashing", model="resized", dimension=64)
+        settings.EMBEDDING = {
+            **settings.EMBEDDING,
+            "PROVIDER": "hashing",
+            "MODEL": "resized",
+            "DIMENSION": 32,
+        }
+        response = owner.client.post("/api/v1/search/", {"query": "tea", "mode": "vector"})
+        assert response.status_code == 500
+        assert "64-dimensional" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_real_worker_embeds_what_the_api_writes(owner, celery_worker_process):
+    texts = ["My cat is called Whiskers", "I work as a nurse in Boston", "We went skiing in March"]
+    response = owner.client.post(
+        "/api/v1/memories/batch/", {"memories": [{"user": "bob", "content": t} for t in texts]}
+    )
+    assert response.status_code == 201
+    ids = [r["memory"]["id"] for r in response.json()["results"]]
+    assert Memory.objects.filter(pk__in=ids, embedding_status="pending").count() == 3
+
+    wait_until(lambda: not Memory.objects.filter(pk__in=ids, embedding_status="pending").exists())
+    space = EmbeddingSpace.objects.get(provider="local", model="all-MiniLM-L6-v2")
+    assert Embedding.objects.filter(memory_id__in=ids, space=space).count() == 3
+    result = owner.client.post(
+        "/api/v1/search/",
+        {"user": "bob", "query": "what is the name of my pet?", "mode": "vector", "k": 1},
+    ).json()
+    assert result["results"][0]["memory"]["content"] == "My cat is called Whiskers"
+    assert result["results"][0]["similarity"] > 0.4
