@@ -99,7 +99,8 @@ class MemoryListView(APIView):
             OpenApiParameter("cursor", str, description="`next_cursor` of the previous page"),
             OpenApiParameter("order", str, enum=["desc", "asc"], description="By created_at"),
         ],
-        responses=s.MemoryOutputSerializer(many=True),
+        responses=s.MemoryPageOutputSerializer,
+        operation_id="v1_memories_list",  # a page envelope, not a bare list
     )
     def get(self, request: Request) -> Response:
         """List memories newest first (or oldest first), with the total count and a cursor."""
@@ -149,7 +150,11 @@ class MemoryListView(APIView):
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
-    @extend_schema(parameters=FILTER_PARAMETERS, responses=s.DeletedOutputSerializer)
+    @extend_schema(
+        operation_id="v1_memories_bulk_destroy",  # not v1_memories_destroy_2 in clients
+        parameters=FILTER_PARAMETERS,
+        responses={200: s.DeletedOutputSerializer},
+    )
     def delete(self, request: Request) -> Response:
         """Delete all memories of a room, a user and/or kinds (at least one filter)."""
         params = _query_params(request, s.MemoryFilterSerializer)
@@ -188,7 +193,7 @@ class MemoryListView(APIView):
 class MemoryBatchView(APIView):
     @extend_schema(
         request=s.MemoryBatchInputSerializer,
-        responses={201: s.MemoryCreatedOutputSerializer(many=True)},
+        responses={201: s.MemoryBatchOutputSerializer},
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -246,7 +251,7 @@ class MemoryDetailView(APIView):
 
 @extend_schema(tags=["memories"])
 class MemoryRevisionListView(APIView):
-    @extend_schema(responses=s.MemoryRevisionOutputSerializer(many=True))
+    @extend_schema(responses=s.MemoryRevisionListOutputSerializer)
     def get(self, request: Request, memory_id: str) -> Response:
         """Every recorded change of a memory, newest first (also after it was deleted)."""
         revisions = MemoryRevision.objects.filter(

@@ -302,3 +302,36 @@ class DeletedOutputSerializer(serializers.Serializer):
 
 class CountOutputSerializer(serializers.Serializer):
     count = serializers.IntegerField()
+
+
+# Response envelopes, so the OpenAPI document describes what the views really return.
+
+
+class MemoryPageOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="How many memories match, over all pages.")
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Pass as `cursor` for the next page; null on the last one."
+    )
+    results = MemoryOutputSerializer(many=True)
+
+
+class MemoryBatchOutputSerializer(serializers.Serializer):
+    results = MemoryCreatedOutputSerializer(many=True, help_text="In the order of the input.")
+
+
+class MemoryRevisionListOutputSerializer(serializers.Serializer):
+    results = MemoryRevisionOutputSerializer(many=True, help_text="Newest first.")
+
+
+class EndUserPageOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = EndUserOutputSerializer(many=True)
+
+
+class RoomPageOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = RoomOutputSerializer(many=True)

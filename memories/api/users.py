@@ -34,9 +34,13 @@ class Pagination(LimitOffsetPagination):
 
 @extend_schema(tags=["users"])
 class EndUserListView(APIView):
-    @extend_schema(responses=s.EndUserOutputSerializer(many=True), parameters=[
-        OpenApiParameter("external_id", str, description="Only the user with this external id."),
-    ])  # fmt: skip
+    @extend_schema(
+        operation_id="v1_users_list",
+        responses=s.EndUserPageOutputSerializer,
+        parameters=[
+            OpenApiParameter("external_id", str, description="Only the user with this external id.")
+        ],
+    )
     def get(self, request: Request) -> Response:
         users = EndUser.objects.filter(project=project_of(request)).order_by("external_id")
         if request.query_params.get("external_id"):
@@ -75,7 +79,7 @@ class EndUserDetailView(APIView):
         user = end_user_update(end_user=user, changes=data.validated_data)
         return Response(s.EndUserOutputSerializer(user).data)
 
-    @extend_schema(responses=s.DeletedOutputSerializer)
+    @extend_schema(responses={200: s.DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
         """Delete the user and all its memories (each deletion is recorded)."""
         user = end_user_get(request, external_id)
@@ -85,9 +89,13 @@ class EndUserDetailView(APIView):
 
 @extend_schema(tags=["rooms"])
 class RoomListView(APIView):
-    @extend_schema(responses=s.RoomOutputSerializer(many=True), parameters=[
-        OpenApiParameter("external_id", str, description="Only the room with this external id."),
-    ])  # fmt: skip
+    @extend_schema(
+        operation_id="v1_rooms_list",
+        responses=s.RoomPageOutputSerializer,
+        parameters=[
+            OpenApiParameter("external_id", str, description="Only the room with this external id.")
+        ],
+    )
     def get(self, request: Request) -> Response:
         rooms = Room.objects.filter(project=project_of(request)).select_related("agent")
         if request.query_params.get("external_id"):
@@ -127,7 +135,7 @@ class RoomDetailView(APIView):
             s.RoomOutputSerializer(room_update(room=room, changes=data.validated_data)).data
         )
 
-    @extend_schema(responses=s.DeletedOutputSerializer)
+    @extend_schema(responses={200: s.DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
         """Delete the room and all its memories (each deletion is recorded)."""
         room = room_get(request, external_id)
