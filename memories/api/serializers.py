@@ -21,12 +21,24 @@ def _limit(name: str) -> int:
     return int(settings.MEMORYHUB[name])
 
 
+def _has_null_character(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_null_character(k) or _has_null_character(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_null_character(item) for item in value)
+    return False
+
+
 class JSONObjectField(serializers.JSONField):
     """A JSON object (not a list or scalar) of bounded size."""
 
     default_error_messages = {
         "not_object": "Must be a JSON object.",
         "too_large": "Must be at most {max_bytes} bytes of JSON.",
+        # PostgreSQL's jsonb refuses \u0000: a 400 here, not a 500 at the INSERT
+        "null_character": "Null characters are not allowed.",
     }
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -36,6 +48,8 @@ class JSONObjectField(serializers.JSONField):
         max_bytes = _limit("MAX_METADATA_BYTES")
         if len(json.dumps(value)) > max_bytes:
             self.fail("too_large", max_bytes=max_bytes)
+        if _has_null_character(value):
+            self.fail("null_character")
         return value
 
 
