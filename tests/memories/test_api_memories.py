@@ -470,6 +470,10 @@ def test_bulk_delete_without_a_scope_is_refused(owner, query):
         ({"user": "alice", "content": "hi", "metadata": "a"}, "metadata"),
         ({"user": "alice", "content": "hi", "metadata": {"x": "y" * 20_000}}, "metadata"),
         ({"user": "alice", "content": "hi", "content_json": [1]}, "content_json"),
+        # PostgreSQL cannot store a NUL in jsonb: refused up front, not a 500 at the INSERT
+        ({"user": "alice", "content": "hi", "metadata": {"a": "x\u0000y"}}, "metadata"),
+        ({"user": "alice", "content": "hi", "metadata": {"a\u0000": 1}}, "metadata"),
+        ({"user": "alice", "content": "hi", "content_json": {"a": ["\u0000"]}}, "content_json"),
         ({"user": "alice", "content": "hi", "importance": 1.5}, "importance"),
         ({"user": "alice", "content": "hi", "id": "not-a-uuid"}, "id"),
         ({"user": "alice", "content": "hi", "created_at": "yesterday"}, "created_at"),

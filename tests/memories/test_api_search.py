@@ -197,6 +197,7 @@ def test_raw_embedding_query(corpus):
         ({"query": "cat", "mode": "psychic"}, "mode"),
         ({"query": "cat", "threshold": 1.5}, "threshold"),
         ({"query": "cat", "metadata": ["tag"]}, "metadata"),
+        ({"query": "cat", "metadata": {"tag": "\u0000"}}, "metadata"),
         ({"query": "cat", "kind": ["dream"]}, "kind"),
         ({"query": "cat", "start": "2024-02-01T00:00:00Z", "end": "2024-01-01T00:00:00Z"}, "end"),
     ],
@@ -205,6 +206,29 @@ def test_bad_input_is_400_naming_the_field(owner, body, field):
     response = owner.client.post(SEARCH, body)
     assert response.status_code == 400
     assert field in response.json(), response.json()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "the and of",  # stop words only: no lexeme at all
+        "'; DROP TABLE memories_memory; --",
+        "C++ & Java | !(x) <-> :* 'quoted'",
+        "well-known e-mail",
+        "🙂 " * 500,
+    ],
+)
+def test_any_query_text_is_safe(corpus, query):
+    for mode in ["keyword", "hybrid"]:
+        response = corpus.client.post(SEARCH, {"query": query, "mode": mode})
+        assert response.status_code == 200, response.content
+    assert Memory.objects.filter(project=corpus.project).count() == len(ALICE) + 1
+
+
+def test_a_zero_vector_query_does_not_break_search(corpus):
+    response = corpus.client.post(SEARCH, {"embedding": [0.0] * 384, "mode": "vector"})
+    assert response.status_code == 200
+    assert all(0.0 <= hit["similarity"] <= 1.0 for hit in response.json()["results"])
 
 
 def test_max_k_follows_the_setting(owner, settings):

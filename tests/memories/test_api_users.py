@@ -97,6 +97,8 @@ def test_delete_removes_the_user_and_every_memory_with_a_revision_each(owner):
         ({"external_id": "alice", "metadata": ["a", "list"]}, "metadata"),
         ({"external_id": "alice", "metadata": "a string"}, "metadata"),
         ({"external_id": "alice", "metadata": {"blob": "x" * 20_000}}, "metadata"),
+        ({"external_id": "alice", "metadata": {"name": "nul\u0000"}}, "metadata"),
+        ({"external_id": "al\u0000ice"}, "external_id"),
     ],
 )
 def test_bad_input_is_400_naming_the_field(owner, body, field):
