@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404
 from rest_framework import serializers, status
 from rest_framework.renderers import JSONRenderer
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 
 from memories.models import EndUser, Memory, Project, Room
 from memories.services.idempotency import (
+    idempotency_key_lock,
     idempotency_key_lookup,
     idempotency_key_store,
     request_fingerprint,
@@ -78,20 +80,24 @@ def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
         fingerprint = request_fingerprint(
             method=request.method or "", path=request.path, body=request.data
         )
-        stored = idempotency_key_lookup(project=project, key=key, fingerprint=fingerprint)
-        if stored is not None:
-            return Response(
-                stored.response, status=stored.status_code, headers={"Idempotent-Replayed": "true"}
-            )
-        response = view_method(self, request, *args, **kwargs)
-        if status.is_success(response.status_code):
-            idempotency_key_store(
-                project=project,
-                key=key,
-                fingerprint=fingerprint,
-                status_code=response.status_code,
-                response=json.loads(JSONRenderer().render(response.data)),
-            )
+        with transaction.atomic():  # one request per key at a time: a retry waits, then replays
+            idempotency_key_lock(project=project, key=key)
+            stored = idempotency_key_lookup(project=project, key=key, fingerprint=fingerprint)
+            if stored is not None:
+                return Response(
+                    stored.response,
+                    status=stored.status_code,
+                    headers={"Idempotent-Replayed": "true"},
+                )
+            response = view_method(self, request, *args, **kwargs)
+            if status.is_success(response.status_code):
+                idempotency_key_store(
+                    project=project,
+                    key=key,
+                    fingerprint=fingerprint,
+                    status_code=response.status_code,
+                    response=json.loads(JSONRenderer().render(response.data)),
+                )
         return response
 
     return wrapper

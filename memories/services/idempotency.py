@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memories.models import IdempotencyKey, Project
@@ -21,6 +21,19 @@ class IdempotencyKeyReused(Exception):
 def request_fingerprint(*, method: str, path: str, body: Any) -> str:
     payload = json.dumps([method, path, body], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def idempotency_key_lock(*, project: Project, key: str) -> None:
+    """Wait for any other request with this key to finish (until the transaction ends).
+
+    A client that times out and retries while its first request still runs would
+    otherwise find no stored response and write a second time.
+    """
+    digest = hashlib.sha256(f"idempotency-key:{project.pk}:{key}".encode()).digest()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)]
+        )
 
 
 def idempotency_key_lookup(
