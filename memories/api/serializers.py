@@ -21,6 +21,13 @@ def _limit(name: str) -> int:
     return int(settings.MEMORYHUB[name])
 
 
+def _no_slash(value: str | None) -> str | None:
+    """External ids of users and rooms appear in URL paths: no '/'."""
+    if value is not None and "/" in value:
+        raise serializers.ValidationError("May not contain '/'.")
+    return value
+
+
 def _has_null_character(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -103,6 +110,13 @@ class MemoryInputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(
         required=False, help_text="When it happened (default: now)."
     )
+
+    # as when created directly: a user or room with a '/' would have no URL of its own
+    def validate_user(self, value: str | None) -> str | None:
+        return _no_slash(value)
+
+    def validate_room(self, value: str | None) -> str | None:
+        return _no_slash(value)
 
 
 class MemoryBatchInputSerializer(serializers.Serializer):
@@ -266,8 +280,7 @@ class EndUserInputSerializer(serializers.Serializer):
     metadata = JSONObjectField(required=False, default=dict)
 
     def validate_external_id(self, value: str) -> str:
-        if "/" in value:
-            raise serializers.ValidationError("May not contain '/'.")
+        _no_slash(value)
         return value
 
 
