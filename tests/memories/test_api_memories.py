@@ -478,6 +478,9 @@ def test_bulk_delete_without_a_scope_is_refused(owner, query):
         ({"user": "alice", "content": "hi", "id": "not-a-uuid"}, "id"),
         ({"user": "alice", "content": "hi", "created_at": "yesterday"}, "created_at"),
         ({"user": "", "content": "hi"}, "user"),
+        # a user or room with a '/' could not be fetched or deleted under /users/<id>/
+        ({"user": "discord/42", "content": "hi"}, "user"),
+        ({"room": "guild/1", "content": "hi"}, "room"),
     ],
 )
 def test_bad_input_is_400_naming_the_field_and_writes_nothing(owner, body, field):
