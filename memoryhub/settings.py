@@ -254,6 +254,11 @@ RETRIEVAL: dict[str, Any] = {
     "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
     # below this many rows in the filtered set an exact scan beats the index
     "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),
+    # keyword ranking: BM25 over the rows matching any query word
+    "BM25_K1": env_float("RETRIEVAL_BM25_K1", 1.2),
+    "BM25_B": env_float("RETRIEVAL_BM25_B", 0.75),
+    "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 5_000),
+    "KEYWORD_COLLECTION_CAP": env_int("RETRIEVAL_KEYWORD_COLLECTION_CAP", 100_000),
     "RECENCY_WEIGHT": env_float("RETRIEVAL_RECENCY_WEIGHT", 0.0),
     "RECENCY_HALF_LIFE_DAYS": env_float("RETRIEVAL_RECENCY_HALF_LIFE_DAYS", 30.0),
     "IMPORTANCE_WEIGHT": env_float("RETRIEVAL_IMPORTANCE_WEIGHT", 0.0),

@@ -171,18 +171,57 @@ TSQUERY_SQL = f"replace(plainto_tsquery('{SEARCH_CONFIG}', %s)::text, ' & ', ' |
 def keyword_candidates(
     *, project: Project, text: str, filters: SearchFilters, limit: int
 ) -> list[tuple[Any, float]]:
-    """(memory id, ts_rank_cd score) of memories sharing words with ``text``, best first."""
+    """(memory id, BM25 score) of memories sharing words with ``text``, best first.
+
+    PostgreSQL's ts_rank has no inverse document frequency, so a word found in half
+    the memories (a speaker's name, say) counts as much as a rare one. BM25 is
+    computed here over the filtered set: document frequencies from the matching
+    rows (every row holding a query word matches, up to KEYWORD_MAX_MATCHES), the
+    collection size from the filtered count, lengths in distinct lexemes.
+    """
     where, params = filters.sql(project)
+    config = settings.RETRIEVAL
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT m.id, ts_rank_cd(m.search_vector, q.query, 1) AS score
-            FROM memories_memory m, (SELECT {TSQUERY_SQL} AS query) q
-            WHERE m.search_vector @@ q.query AND {where}
-            ORDER BY score DESC, m.created_at DESC LIMIT %s
+            WITH query AS (
+                SELECT {TSQUERY_SQL} AS q,
+                       tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %s)) AS lexemes
+            ),
+            docs AS MATERIALIZED (
+                SELECT m.id, m.search_vector AS sv, length(m.search_vector) AS dl
+                FROM memories_memory m, query
+                WHERE m.search_vector @@ query.q AND {where}
+                LIMIT %s
+            ),
+            collection AS MATERIALIZED (
+                SELECT count(*)::float8 AS n FROM (
+                    SELECT 1 FROM memories_memory m WHERE {where} LIMIT %s
+                ) capped
+            ),
+            lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
+            terms AS MATERIALIZED (
+                SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
+                FROM docs d CROSS JOIN LATERAL unnest(d.sv) t, query
+                WHERE t.lexeme = ANY(query.lexemes)
+            ),
+            frequencies AS (SELECT lexeme, count(*)::float8 AS df FROM terms GROUP BY lexeme)
+            SELECT t.id, sum(
+                ln(1 + (c.n - f.df + 0.5) / (f.df + 0.5))
+                * t.tf * (%s + 1) / (t.tf + %s * (1 - %s + %s * t.dl / l.avgdl))
+            ) AS score
+            FROM terms t JOIN frequencies f USING (lexeme), collection c, lengths l
+            GROUP BY t.id
+            ORDER BY score DESC
+            LIMIT %s
             """,
-            [text, *params, limit],
-        )
+            [
+                text, text, *params, config["KEYWORD_MAX_MATCHES"],
+                *params, config["KEYWORD_COLLECTION_CAP"],
+                config["BM25_K1"], config["BM25_K1"], config["BM25_B"], config["BM25_B"],
+                limit,
+            ],
+        )  # fmt: skip
         return [(memory_id, float(score)) for memory_id, score in cursor.fetchall()]
 
 
