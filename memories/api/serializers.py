@@ -219,7 +219,12 @@ class SearchInputSerializer(serializers.Serializer):
         child=serializers.FloatField(), required=False, allow_empty=False,
         help_text="A raw query vector of the space's dimension, instead of or with `query`.",
     )  # fmt: skip
-    mode = serializers.ChoiceField(choices=SearchMode.ALL, default=SearchMode.HYBRID)
+    mode = serializers.ChoiceField(
+        choices=SearchMode.ALL,
+        default=SearchMode.AUTO,
+        help_text="auto (default: BM25 + cosine, with neighbouring turns), vector, keyword, "
+        "hybrid (RRF)",
+    )
     user = external_id_field(required=False)
     room = external_id_field(required=False)
     kind = serializers.ListField(

@@ -1,4 +1,4 @@
-"""Search: vector, keyword and hybrid modes with the real local model, filters,
+"""Search: auto, vector, keyword and hybrid modes with the real local model, filters,
 k and threshold, explain, raw embeddings, validation, the filtered-scan paths, tenants."""
 
 import numpy as np
@@ -80,10 +80,64 @@ def test_keyword_mode_finds_nothing_for_unknown_words(corpus):
         ("Toronto", "My sister lives in Toronto with her two kids"),
     ],
 )
-def test_hybrid_mode(corpus, query, expected):
-    result = search(corpus, query=query, user="alice")
-    assert result["mode"] == "hybrid"
+@pytest.mark.parametrize("mode", ["hybrid", "auto"])
+def test_fused_modes(corpus, query, expected, mode):
+    result = search(corpus, query=query, user="alice", mode=mode)
+    assert result["mode"] == mode
     assert top(result)[0] == expected
+
+
+def test_auto_is_the_default_mode(corpus):
+    result = search(corpus, query="Toronto", user="alice", explain=True)
+    assert result["mode"] == "auto"
+    assert {"base", "neighbours", "fused", "keyword_norm"} <= result["results"][0]["explain"].keys()
+
+
+CHAT = [
+    ("assistant", "How are you today?"),
+    ("user", "Guess what I finally bought last weekend?"),
+    ("user", "A red vintage Vespa scooter"),
+    ("assistant", "That sounds like a lot of fun"),
+    ("user", "My brother works at the airport"),
+    ("assistant", "Does he like it there?"),
+]
+
+
+@pytest.fixture
+def chat(owner):
+    """A conversation in which the answer to a question sits one turn after its match."""
+    items = [
+        {"user": "carol", "room": "c1", "role": role, "content": text,
+         "created_at": f"2024-05-01T10:00:{second:02d}Z"}
+        for second, (role, text) in enumerate(CHAT)
+    ]  # fmt: skip
+    items.append({"user": "carol", "room": "c2", "content": "What did I buy? Groceries, as always"})
+    response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
+    assert response.status_code == 201
+    embed_pending()
+    return owner
+
+
+def test_auto_raises_the_turn_next_to_a_match(chat):
+    """'What did you buy last weekend?' matches the question turn; the answer follows it."""
+    query = "what did carol buy last weekend"
+    auto = top(search(chat, query=query, user="carol", mode="auto", k=3))
+    assert "A red vintage Vespa scooter" in auto
+    assert auto.index("A red vintage Vespa scooter") < 3
+    explained = search(chat, query=query, user="carol", mode="auto", k=10, explain=True)
+    by_text = {hit["memory"]["content"]: hit["explain"] for hit in explained["results"]}
+    assert by_text["A red vintage Vespa scooter"]["neighbours"] > 0
+    # the other room's turn gets nothing from this room's turns
+    assert by_text["What did I buy? Groceries, as always"]["neighbours"] == 0
+
+
+def test_auto_neighbours_respect_the_filters(chat):
+    result = search(
+        chat, query="what did carol buy last weekend", user="carol", mode="auto", k=10,
+        end="2024-05-01T10:00:02Z",
+    )  # fmt: skip
+    assert "A red vintage Vespa scooter" not in top(result)
+    assert top(result)[0] == "Guess what I finally bought last weekend?"
 
 
 class TestFilters:
