@@ -1,0 +1,1 @@
+"""Benchmarks of the real stack (not part of the test suite); see bench/run.py."""
