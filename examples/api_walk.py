@@ -3,7 +3,7 @@
     python examples/api_walk.py --url http://127.0.0.1:8000 --key mh_...
 
 Creates a user, writes 100 messages in batches, waits until the worker has embedded
-them, searches in all three modes, deletes one memory and reads its revisions.
+them, searches in every mode, deletes one memory and reads its revisions.
 Exits non-zero at the first step that does not behave. Only needs `requests`.
 """
 
@@ -81,6 +81,7 @@ def main() -> None:
         "vector": ("what dog does the user have?", "golden retriever"),
         "keyword": ("marathon training", "marathon"),
         "hybrid": ("where does the sister live?", "Lisbon"),
+        "auto": ("which city is the user's sister in?", "Lisbon"),
     }
     for mode, (query, expected) in searches.items():
         response = api.post(
