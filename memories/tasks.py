@@ -14,7 +14,7 @@ from memories.services.idempotency import idempotency_keys_purge as _purge
 def embedding_run(self) -> int:  # type: ignore[no-untyped-def]
     """Embed every pending memory (claims in batches; safe to run twice)."""
     try:
-        return embedding_services.embedding_run()
+        return embedding_services.embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
     except EmbeddingError as exc:
         if exc.retryable:  # e.g. an embedding endpoint that is down: back off and retry
             raise self.retry(exc=exc, countdown=2 ** (self.request.retries + 2)) from exc
@@ -27,7 +27,9 @@ def embedding_backfill() -> int:
     waiting = embedding_services.embedding_pending_count(
         older_than_seconds=settings.EMBEDDING["BACKFILL_AFTER_SECONDS"]
     )
-    return embedding_services.embedding_run() if waiting else 0
+    if not waiting:
+        return 0
+    return embedding_services.embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
 
 
 @shared_task

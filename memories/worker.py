@@ -30,7 +30,10 @@ def worker_startup_check(**kwargs: Any) -> None:
 
 
 def worker_process_setup(**kwargs: Any) -> None:
-    """In each pool process: give torch its configured threads back."""
+    """In each pool process: torch threads, CPU priority, garbage-collector freeze."""
+    import gc
+    import os
+
     from django.conf import settings
     from django.db import connections
 
@@ -38,6 +41,10 @@ def worker_process_setup(**kwargs: Any) -> None:
 
     connections.close_all()  # never share the parent's database connection
     torch_threads_set(settings.EMBEDDING["TORCH_THREADS"] or None)
+    # background work yields the CPU to the web processes on a shared machine: writes
+    # and searches must stay fast while a backlog is embedded
+    os.nice(settings.EMBEDDING["WORKER_NICE"])
+    gc.freeze()  # the model's objects live as long as the process: never rescan them
 
 
 class HeartbeatStep(bootsteps.StartStopStep):

@@ -246,6 +246,10 @@ EMBEDDING: dict[str, Any] = {
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
     "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),
+    # one task embeds for at most this long, then queues a follow-up (time limits,
+    # and a worker that stops does not wait for a whole backlog)
+    "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),
+    "WORKER_NICE": env_int("EMBEDDING_WORKER_NICE", 5),
 }
 RETRIEVAL: dict[str, Any] = {
     "RRF_K": env_int("RETRIEVAL_RRF_K", 60),

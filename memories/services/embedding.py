@@ -130,9 +130,13 @@ def embedding_process_batch(
         return len(claimed)
 
 
-def embedding_run(*, batch_size: int | None = None, progress=None) -> int:  # type: ignore[no-untyped-def]
-    """Embed every pending memory, batch after batch; returns how many were embedded.
+def embedding_run(  # type: ignore[no-untyped-def]
+    *, batch_size: int | None = None, max_seconds: float | None = None, progress=None
+) -> int:
+    """Embed pending memories, batch after batch; returns how many were embedded.
 
+    With ``max_seconds`` it stops after that long and queues a follow-up run if any
+    memory still waits (the worker's tasks do so; commands drain everything).
     ``progress`` (optional) is called with each batch's count, for progress bars.
     """
     with contextlib.suppress(redis.RedisError):
@@ -146,6 +150,9 @@ def embedding_run(*, batch_size: int | None = None, progress=None) -> int:  # ty
         total += done
         if progress is not None:
             progress(done)
+        if max_seconds is not None and time.monotonic() - started > max_seconds:
+            embedding_enqueue()  # the rest in a new task: a fair share for other tasks
+            break
     if total:
         elapsed = time.monotonic() - started
         logger.info("embedded %d memories in %.2fs (%.0f/s)", total, elapsed, total / elapsed)

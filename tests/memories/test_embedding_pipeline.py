@@ -89,6 +89,19 @@ def test_a_text_already_embedded_is_not_embedded_again(owner, provider):
     assert all(np.allclose(v, vectors[0]) for v in vectors)
 
 
+def test_a_time_boxed_run_stops_and_queues_the_rest(owner, provider, redis_client):
+    pending(owner, "one", "two", "three")
+    redis_client.delete(pipeline.QUEUED_FLAG)
+    redis_client.delete("default")  # the Celery queue
+    done = pipeline.embedding_run(batch_size=1, max_seconds=0)
+    assert done == 1
+    assert Memory.objects.pending_embedding().count() == 2
+    # a follow-up task waits in the queue for the two left
+    assert redis_client.get(pipeline.QUEUED_FLAG) == b"1"
+    assert redis_client.llen("default") == 1
+    assert pipeline.embedding_run(batch_size=1) == 2  # without a limit: drains everything
+
+
 def test_a_second_run_does_nothing(owner, provider):
     pending(owner, "one", "two")
     assert embedding_run() == 2
