@@ -135,6 +135,7 @@ def embedding_run(  # type: ignore[no-untyped-def]
 ) -> int:
     """Embed pending memories, batch after batch; returns how many were embedded.
 
+    ``batch_size`` memories are claimed at a time (default EMBEDDING_CLAIM_SIZE).
     With ``max_seconds`` it stops after that long and queues a follow-up run if any
     memory still waits (the worker's tasks do so; commands drain everything).
     ``progress`` (optional) is called with each batch's count, for progress bars.
@@ -143,7 +144,7 @@ def embedding_run(  # type: ignore[no-untyped-def]
         _redis().delete(QUEUED_FLAG)  # writes from now on enqueue a follow-up run
     provider = get_provider()
     space = embedding_space_get(provider=provider)
-    size = batch_size or settings.EMBEDDING["BATCH_SIZE"]
+    size = batch_size or settings.EMBEDDING["CLAIM_SIZE"]
     total = 0
     started = time.monotonic()
     while done := embedding_process_batch(space=space, provider=provider, size=size):
