@@ -59,7 +59,7 @@ from bench.model import model_throughput  # noqa: E402
 from bench.report import report_print  # noqa: E402
 from bench.stack import REPO, Hub, Monitor, free_port, quiet_wait, scratch_reset  # noqa: E402
 
-MODES = ("vector", "keyword", "hybrid")
+MODES = ("auto", "vector", "keyword", "hybrid")
 K = 10
 
 
