@@ -14,6 +14,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from typing import Any, Protocol
 
@@ -190,25 +191,50 @@ def get_provider() -> EmbeddingProvider:
 
 
 class QueryEmbeddingCache:
-    """A small in-process LRU for query vectors: agents repeat their queries."""
+    """A small in-process LRU for query vectors: agents repeat their queries.
+
+    ``submit`` embeds on a background thread so a search can run its keyword query
+    in PostgreSQL while the model (which releases the GIL) embeds the query.
+    """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._items: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
 
-    def embed(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
+    def get(self, provider: EmbeddingProvider, text: str) -> np.ndarray | None:
         key = (provider.name, provider.model, text)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
+        return None
+
+    def embed(self, provider: EmbeddingProvider, text: str) -> np.ndarray:
+        cached = self.get(provider, text)
+        if cached is not None:
+            return cached
         vector = provider.embed([text])[0]
         with self._lock:
-            self._items[key] = vector
+            self._items[(provider.name, provider.model, text)] = vector
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return vector
+
+    def submit(self, provider: EmbeddingProvider, text: str) -> Future[np.ndarray]:
+        """The query's vector, computed on a background thread unless it is cached."""
+        cached = self.get(provider, text)
+        if cached is not None:
+            done: Future[np.ndarray] = Future()
+            done.set_result(cached)
+            return done
+        with self._lock:
+            if self._executor is None:
+                # a few threads: concurrent requests of one web process do not queue
+                # behind each other; torch's own threads do the parallel work
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="query-embedding")
+        return self._executor.submit(self.embed, provider, text)
 
 
 query_cache = QueryEmbeddingCache()

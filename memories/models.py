@@ -131,6 +131,15 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
     def pending_embedding(self) -> MemoryQuerySet:
         return self.filter(embedding_status=Memory.EmbeddingStatus.PENDING)
 
+    def with_external_ids(self) -> MemoryQuerySet:
+        """Annotate the user's, room's and agent's external ids, which is all the API
+        shows of them (cheaper than select_related of the three rows)."""
+        return self.annotate(
+            user_external_id=models.F("end_user__external_id"),
+            room_external_id=models.F("room__external_id"),
+            agent_external_id=models.F("agent__external_id"),
+        )
+
 
 class Memory(models.Model):
     """One remembered thing of any kind: a turn, a summary, a fact, a document chunk…"""

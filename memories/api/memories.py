@@ -119,9 +119,7 @@ class MemoryListView(APIView):
             memories = memories.filter(after)
         ordering = ("-created_at", "-pk") if descending else ("created_at", "pk")
         limit = params["limit"]
-        page = list(
-            memories.select_related("end_user", "room", "agent").order_by(*ordering)[: limit + 1]
-        )
+        page = list(memories.with_external_ids().order_by(*ordering)[: limit + 1])
         next_cursor = _cursor_encode(page[limit - 1]) if len(page) > limit else None
         return Response(
             {
@@ -264,6 +262,11 @@ class MemoryRevisionListView(APIView):
         return Response({"results": s.MemoryRevisionOutputSerializer(revisions, many=True).data})
 
 
+# DRF builds a ModelSerializer's fields anew for every instance (about 1 ms here);
+# to_representation only reads them, so one instance serves every request and thread
+MEMORY_OUTPUT = s.MemoryOutputSerializer()
+
+
 @extend_schema(tags=["search"])
 class SearchView(APIView):
     read_only_post = True  # a search changes nothing: read-only keys may use it
@@ -301,10 +304,11 @@ class SearchView(APIView):
             threshold=params.get("threshold"),
             explain=params["explain"],
         )
+        memories = [MEMORY_OUTPUT.to_representation(hit.memory) for hit in result.hits]
         results = []
-        for hit in result.hits:
+        for hit, memory in zip(result.hits, memories, strict=True):
             item: dict[str, Any] = {
-                "memory": s.MemoryOutputSerializer(hit.memory).data,
+                "memory": memory,
                 "score": hit.score,
                 "similarity": hit.similarity,
             }

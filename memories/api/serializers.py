@@ -181,14 +181,22 @@ class MemoryOutputSerializer(serializers.ModelSerializer):
             "source_ids", "document_id", "chunk_index", "created_at", "updated_at",
         ]  # fmt: skip
 
+    # with_external_ids() annotates these; a memory loaded otherwise reads its relations
     def get_user(self, memory: Memory) -> str | None:
-        return memory.end_user.external_id if memory.end_user_id else None  # type: ignore[union-attr]
+        return _external_id(memory, "user_external_id", "end_user")
 
     def get_room(self, memory: Memory) -> str | None:
-        return memory.room.external_id if memory.room_id else None  # type: ignore[union-attr]
+        return _external_id(memory, "room_external_id", "room")
 
     def get_agent(self, memory: Memory) -> str | None:
-        return memory.agent.external_id if memory.agent_id else None  # type: ignore[union-attr]
+        return _external_id(memory, "agent_external_id", "agent")
+
+
+def _external_id(memory: Memory, annotation: str, relation: str) -> str | None:
+    if hasattr(memory, annotation):
+        return getattr(memory, annotation)  # type: ignore[no-any-return]
+    related = getattr(memory, relation) if getattr(memory, f"{relation}_id") else None
+    return related.external_id if related is not None else None
 
 
 class MemoryCreatedOutputSerializer(serializers.Serializer):

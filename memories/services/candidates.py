@@ -57,7 +57,8 @@ def _vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
 
-def _filtered_count(project: Project, filters: SearchFilters, cap: int) -> int:
+def filtered_size(project: Project, filters: SearchFilters, cap: int) -> int:
+    """How many memories pass the filters, counted up to ``cap + 1``."""
     where, params = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -67,6 +68,15 @@ def _filtered_count(project: Project, filters: SearchFilters, cap: int) -> int:
         return int(cursor.fetchone()[0])
 
 
+def exact_scan_max_rows() -> int:
+    return int(settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
+
+
+def exact_scan(size: int) -> bool:
+    """Whether a filtered set of ``size`` rows is scanned exactly rather than by HNSW."""
+    return size <= exact_scan_max_rows()
+
+
 def vector_candidates(
     *,
     project: Project,
@@ -74,6 +84,7 @@ def vector_candidates(
     query: np.ndarray,
     filters: SearchFilters,
     limit: int,
+    exact: bool | None = None,
 ) -> list[tuple[Any, float]]:
     """(memory id, cosine distance) of the nearest embedded memories, nearest first.
 
@@ -81,14 +92,13 @@ def vector_candidates(
     ef_search nearest rows, then the filter drops most of them). So a small filtered
     set is scanned exactly, and a large one through the index with pgvector's
     iterative scan, which keeps reading the graph until enough rows pass the filter.
+    ``exact`` is that choice when the caller already made it (see ``exact_scan``).
     """
     where, params = filters.sql(project)
     dim = int(space.dimension)
     literal = _vector_literal(query)
-    exact = (
-        _filtered_count(project, filters, settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
-        <= (settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
-    )
+    if exact is None:
+        exact = exact_scan(filtered_size(project, filters, exact_scan_max_rows()))
     with transaction.atomic(), connection.cursor() as cursor:
         if exact:
             # the untyped operator cannot use the (cast) index: an exact scan by design
@@ -126,7 +136,12 @@ TSQUERY_SQL = f"replace(plainto_tsquery('{SEARCH_CONFIG}', %s)::text, ' & ', ' |
 
 
 def keyword_candidates(
-    *, project: Project, text: str, filters: SearchFilters, limit: int
+    *,
+    project: Project,
+    text: str,
+    filters: SearchFilters,
+    limit: int,
+    collection_size: int | None = None,
 ) -> list[tuple[Any, float]]:
     """(memory id, BM25 score) of memories sharing words with ``text``, best first.
 
@@ -134,10 +149,17 @@ def keyword_candidates(
     the memories (a speaker's name, say) counts as much as a rare one. BM25 is
     computed here over the filtered set: document frequencies from the matching
     rows (every row holding a query word matches, up to KEYWORD_MAX_MATCHES), the
-    collection size from the filtered count, lengths in distinct lexemes.
+    collection size from the filtered count (``collection_size`` when the caller has
+    counted it already), lengths in distinct lexemes.
     """
     where, params = filters.sql(project)
     config = settings.RETRIEVAL
+    if collection_size is None:
+        collection_sql = f"""SELECT count(*)::float8 AS n FROM (
+            SELECT 1 FROM memories_memory m WHERE {where} LIMIT %s) capped"""
+        collection_params = [*params, config["KEYWORD_COLLECTION_CAP"]]
+    else:
+        collection_sql, collection_params = "SELECT %s::float8 AS n", [collection_size]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -151,11 +173,7 @@ def keyword_candidates(
                 WHERE m.search_vector @@ query.q AND {where}
                 LIMIT %s
             ),
-            collection AS MATERIALIZED (
-                SELECT count(*)::float8 AS n FROM (
-                    SELECT 1 FROM memories_memory m WHERE {where} LIMIT %s
-                ) capped
-            ),
+            collection AS MATERIALIZED ({collection_sql}),
             lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
             terms AS MATERIALIZED (
                 SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
@@ -173,8 +191,7 @@ def keyword_candidates(
             LIMIT %s
             """,
             [
-                text, text, *params, config["KEYWORD_MAX_MATCHES"],
-                *params, config["KEYWORD_COLLECTION_CAP"],
+                text, text, *params, config["KEYWORD_MAX_MATCHES"], *collection_params,
                 config["BM25_K1"], config["BM25_K1"], config["BM25_B"], config["BM25_B"],
                 limit,
             ],
@@ -182,18 +199,26 @@ def keyword_candidates(
         return [(memory_id, float(score)) for memory_id, score in cursor.fetchall()]
 
 
-def distances_for(space: EmbeddingSpace, ids: list[Any], query: np.ndarray) -> dict[Any, float]:
-    if not ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT memory_id, vector <=> %s::vector FROM memories_embedding
-            WHERE space_id = {int(space.pk)} AND memory_id = ANY(%s)
-            """,
-            [_vector_literal(query), ids],
-        )
-        return {memory_id: float(distance) for memory_id, distance in cursor.fetchall()}
+def _links_sql(
+    project: Project, filters: SearchFilters, ids: str = "c.id = ANY(%s)"
+) -> tuple[str, list[Any]]:
+    """SELECT (id, previous id, next id) for the messages chosen by the ``ids`` clause,
+    whose parameters are bound after the ones returned."""
+    where, params = filters.sql(project, alias="x")
+    neighbour_sql = f"""
+        SELECT x.id FROM memories_memory x
+        WHERE x.project_id = c.project_id AND x.room_id = c.room_id AND x.kind = c.kind
+          AND {where} AND (x.created_at, x.id) {{op}} (c.created_at, c.id)
+        ORDER BY x.created_at {{order}}, x.id {{order}} LIMIT 1
+    """
+    sql = f"""
+        SELECT c.id, previous.id AS previous, following.id AS following
+        FROM memories_memory c
+        LEFT JOIN LATERAL ({neighbour_sql.format(op="<", order="DESC")}) previous ON true
+        LEFT JOIN LATERAL ({neighbour_sql.format(op=">", order="ASC")}) following ON true
+        WHERE c.kind = '{Memory.Kind.MESSAGE}' AND c.room_id IS NOT NULL AND {ids}
+    """
+    return sql, [*params, *params]
 
 
 def message_neighbours(
@@ -204,25 +229,108 @@ def message_neighbours(
     the turn that matches the question (a question and its answer, say)."""
     if not memory_ids:
         return {}
-    where, params = filters.sql(project, alias="x")
-    neighbour_sql = f"""
-        SELECT x.id FROM memories_memory x
-        WHERE x.project_id = c.project_id AND x.room_id = c.room_id AND x.kind = c.kind
-          AND {where} AND (x.created_at, x.id) {{op}} (c.created_at, c.id)
-        ORDER BY x.created_at {{order}}, x.id {{order}} LIMIT 1
-    """
+    sql, params = _links_sql(project, filters)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT c.id, previous.id, following.id
-            FROM memories_memory c
-            LEFT JOIN LATERAL ({neighbour_sql.format(op="<", order="DESC")}) previous ON true
-            LEFT JOIN LATERAL ({neighbour_sql.format(op=">", order="ASC")}) following ON true
-            WHERE c.id = ANY(%s) AND c.kind = %s AND c.room_id IS NOT NULL
-            """,
-            [*params, *params, list(memory_ids), Memory.Kind.MESSAGE],
-        )
+        cursor.execute(sql, [*params, list(memory_ids)])
         return {
             memory_id: [n for n in (previous, following) if n is not None]
             for memory_id, previous, following in cursor.fetchall()
         }
+
+
+def neighbours_and_distances(
+    *,
+    project: Project,
+    filters: SearchFilters,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    link_ids: list[Any],
+    distance_ids: list[Any],
+) -> tuple[dict[Any, list[Any]], dict[Any, float]]:
+    """``message_neighbours`` of ``link_ids``, and the cosine distances of
+    ``distance_ids`` and of those neighbours, in one round trip."""
+    links_sql, params = _links_sql(project, filters)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH links AS MATERIALIZED ({links_sql}),
+            wanted AS (
+                SELECT unnest(%s::uuid[]) AS id
+                UNION SELECT previous FROM links UNION SELECT following FROM links
+            )
+            SELECT true, id, previous, following, NULL::float8 FROM links
+            UNION ALL
+            SELECT false, e.memory_id, NULL, NULL, e.vector <=> %s::vector
+            FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
+            WHERE e.space_id = {int(space.pk)}
+            """,
+            [*params, list(link_ids), list(distance_ids), _vector_literal(query)],
+        )
+        links: dict[Any, list[Any]] = {}
+        distances: dict[Any, float] = {}
+        for is_link, memory_id, previous, following, distance in cursor.fetchall():
+            if is_link:
+                links[memory_id] = [n for n in (previous, following) if n is not None]
+            else:
+                distances[memory_id] = float(distance)
+        return links, distances
+
+
+def exact_vector_candidates(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+    link_known: list[Any] | None,
+    distance_ids: list[Any],
+) -> tuple[list[tuple[Any, float]], dict[Any, list[Any]], dict[Any, float]]:
+    """``vector_candidates`` by an exact scan of a small filtered set, together with
+    ``neighbours_and_distances`` for the result, in one round trip.
+
+    The scan computes every filtered row's distance anyway, so the distances the
+    ranking needs (keyword candidates', neighbours') come from it for free. Links are
+    looked up for the nearest rows not in ``link_known``; ``None``: no links.
+    """
+    where, params = filters.sql(project)
+    links, links_params = _links_sql(
+        project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%s))"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where}),
+            scored AS MATERIALIZED (
+                SELECT e.memory_id AS id, e.vector <=> %s::vector AS distance
+                FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
+                WHERE e.space_id = {int(space.pk)}
+            ),
+            nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance LIMIT %s),
+            links AS MATERIALIZED ({links} AND %s),
+            wanted AS (
+                SELECT unnest(%s::uuid[]) AS id
+                UNION SELECT previous FROM links UNION SELECT following FROM links
+            )
+            SELECT 0, id, distance, NULL::uuid, NULL::uuid FROM nearest
+            UNION ALL SELECT 1, id, NULL, previous, following FROM links
+            UNION ALL SELECT 2, s.id, s.distance, NULL, NULL FROM scored s JOIN wanted USING (id)
+            """,
+            [
+                *params, _vector_literal(query), limit,
+                *links_params, list(link_known or []), link_known is not None,
+                list(distance_ids),
+            ],
+        )  # fmt: skip
+        nearest: list[tuple[Any, float]] = []
+        neighbours: dict[Any, list[Any]] = {}
+        distances: dict[Any, float] = {}
+        for part, memory_id, distance, previous, following in cursor.fetchall():
+            if part == 0:
+                nearest.append((memory_id, float(distance)))
+            elif part == 1:
+                neighbours[memory_id] = [n for n in (previous, following) if n is not None]
+            else:
+                distances[memory_id] = float(distance)
+    nearest.sort(key=lambda row: row[1])
+    return nearest, neighbours, distances

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,12 +23,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from memories.embeddings import cosine_similarity, get_provider, query_cache
-from memories.models import Memory, Project
+from memories.models import EmbeddingSpace, Memory, Project
 from memories.services.candidates import (
     SearchFilters,
-    distances_for,
+    exact_scan,
+    exact_scan_max_rows,
+    exact_vector_candidates,
+    filtered_size,
     keyword_candidates,
     message_neighbours,
+    neighbours_and_distances,
     vector_candidates,
 )
 from memories.services.embedding import embedding_space_get
@@ -92,58 +97,123 @@ def memory_search(
     ``threshold`` drops memories less similar than that (memories not embedded yet,
     found by keyword, are kept). ``score`` is the mode's ranking score, adjusted.
     """
-    filters = filters or SearchFilters()
-    config = settings.RETRIEVAL
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
-    # fused modes, and a threshold that may drop rows, read more candidates than k
-    wide = mode in SearchMode.FUSED or threshold is not None
-    limit = int(max(k * config["CANDIDATE_MULTIPLIER"], k)) if wide else k
-
-    space = query_vector = None
-    if mode != SearchMode.KEYWORD:
-        provider = get_provider()
-        space = embedding_space_get(provider=provider)
-        if embedding is not None:
-            query_vector = np.asarray(embedding, dtype=np.float32)
-        elif query:
-            query_vector = query_cache.embed(provider, query)
-        timings["embed_query"] = (time.perf_counter() - clock) * 1000
-
-    candidates: dict[Any, _Candidate] = {}
-    if query_vector is not None and space is not None:
-        start = time.perf_counter()
-        found = vector_candidates(
-            project=project, space=space, query=query_vector, filters=filters, limit=limit
-        )
-        for rank, (memory_id, distance) in enumerate(found, start=1):
-            candidates[memory_id] = _Candidate(memory_id, vector_rank=rank, distance=distance)
-        timings["vector"] = (time.perf_counter() - start) * 1000
+    search = _Search(project, filters or SearchFilters(), mode, k, threshold)
+    search.start(query, embedding)
     if query and mode != SearchMode.VECTOR:
+        search.keyword(query)  # while the query is being embedded
+    search.vector()
+    hits = _rank(search.candidates, mode=mode, k=k, threshold=threshold, explain=explain)
+    search.timings["total"] = (time.perf_counter() - search.clock) * 1000
+    return SearchResult(hits=hits, mode=mode, timings_ms=search.timings)
+
+
+class _Search:
+    """The candidate-gathering steps of one search, in the order that hides the query
+    embedding: the keyword query, the filtered count and the keyword candidates'
+    neighbours run in PostgreSQL while a background thread embeds the query."""
+
+    def __init__(
+        self, project: Project, filters: SearchFilters, mode: str, k: int, threshold: float | None
+    ) -> None:
+        self.project, self.filters, self.mode = project, filters, mode
+        self.clock = time.perf_counter()
+        self.timings: dict[str, float] = {}
+        self.candidates: dict[Any, _Candidate] = {}
+        # fused modes, and a threshold that may drop rows, read more candidates than k
+        wide = mode in SearchMode.FUSED or threshold is not None
+        self.limit = int(max(k * settings.RETRIEVAL["CANDIDATE_MULTIPLIER"], k)) if wide else k
+        self.space: EmbeddingSpace | None = None
+        self.pending: Future[np.ndarray] | None = None
+        self.size: int | None = None  # the filtered set's size, counted up to the exact cap
+        self.linked: set[Any] = set()
+
+    def start(self, query: str | None, embedding: list[float] | None) -> None:
+        if self.mode == SearchMode.KEYWORD or (embedding is None and not query):
+            return
+        provider = get_provider()
+        if embedding is not None:
+            self.pending = Future()
+            self.pending.set_result(np.asarray(embedding, dtype=np.float32))
+        else:
+            self.pending = query_cache.submit(provider, query or "")
+        submitted = time.perf_counter()
+
+        def embedded(_: Future[np.ndarray]) -> None:
+            self.timings["embed_query"] = (time.perf_counter() - submitted) * 1000
+
+        self.pending.add_done_callback(embedded)
+        self.space = embedding_space_get(provider=provider)
+        self.size = filtered_size(self.project, self.filters, exact_scan_max_rows())
+
+    def keyword(self, query: str) -> None:
         start = time.perf_counter()
-        found = keyword_candidates(project=project, text=query, filters=filters, limit=limit)
+        known = self.size if self.size is not None and exact_scan(self.size) else None
+        found = keyword_candidates(
+            project=self.project, text=query, filters=self.filters, limit=self.limit,
+            collection_size=known,
+        )  # fmt: skip
         for rank, (memory_id, score) in enumerate(found, start=1):
-            candidate = candidates.setdefault(memory_id, _Candidate(memory_id))
+            candidate = self.candidates.setdefault(memory_id, _Candidate(memory_id))
             candidate.keyword_rank, candidate.keyword_score = rank, score
-        timings["keyword"] = (time.perf_counter() - start) * 1000
+        self.timings["keyword"] = (time.perf_counter() - start) * 1000
+        if self.mode == SearchMode.AUTO and self.candidates:
+            start = time.perf_counter()
+            self._link(
+                message_neighbours(
+                    project=self.project, filters=self.filters, memory_ids=list(self.candidates)
+                )
+            )
+            self.timings["neighbours"] = (time.perf_counter() - start) * 1000
 
-    if mode == SearchMode.AUTO and candidates:
+    def vector(self) -> None:
+        if self.pending is None or self.space is None:
+            return
         start = time.perf_counter()
-        links = message_neighbours(project=project, filters=filters, memory_ids=list(candidates))
+        query_vector = self.pending.result()
+        self.timings["embed_wait"] = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        auto = self.mode == SearchMode.AUTO
+        unscored = [c.memory_id for c in self.candidates.values() if c.distance is None]
+        if self.size is not None and exact_scan(self.size):
+            found, links, distances = exact_vector_candidates(
+                project=self.project, space=self.space, query=query_vector,
+                filters=self.filters, limit=self.limit,
+                link_known=list(self.linked) if auto else None, distance_ids=unscored,
+            )  # fmt: skip
+            self._add_vector(found)
+        else:
+            found = vector_candidates(
+                project=self.project, space=self.space, query=query_vector,
+                filters=self.filters, limit=self.limit, exact=False,
+            )  # fmt: skip
+            self._add_vector(found)
+            # the vector candidates' neighbours; the neighbours' own neighbours are not wanted
+            link_ids = [m for m, _ in found if m not in self.linked] if auto else []
+            unscored = [c.memory_id for c in self.candidates.values() if c.distance is None]
+            links, distances = (
+                neighbours_and_distances(
+                    project=self.project, filters=self.filters, space=self.space,
+                    query=query_vector, link_ids=link_ids, distance_ids=unscored,
+                )
+                if link_ids or unscored
+                else ({}, {})
+            )  # fmt: skip
+        self._link(links)
+        for memory_id, distance in distances.items():
+            self.candidates[memory_id].distance = distance
+        self.timings["vector"] = (time.perf_counter() - start) * 1000
+
+    def _add_vector(self, found: list[tuple[Any, float]]) -> None:
+        for rank, (memory_id, distance) in enumerate(found, start=1):
+            candidate = self.candidates.setdefault(memory_id, _Candidate(memory_id))
+            candidate.vector_rank, candidate.distance = rank, distance
+
+    def _link(self, links: dict[Any, list[Any]]) -> None:
         for memory_id, neighbours in links.items():
-            candidates[memory_id].neighbours = neighbours
+            self.candidates[memory_id].neighbours = neighbours
+            self.linked.add(memory_id)
             for neighbour in neighbours:
-                candidates.setdefault(neighbour, _Candidate(neighbour))
-        timings["neighbours"] = (time.perf_counter() - start) * 1000
-
-    if query_vector is not None and space is not None:
-        unscored = [c.memory_id for c in candidates.values() if c.distance is None]
-        for memory_id, distance in distances_for(space, unscored, query_vector).items():
-            candidates[memory_id].distance = distance
-
-    hits = _rank(candidates, mode=mode, k=k, threshold=threshold, explain=explain)
-    timings["total"] = (time.perf_counter() - clock) * 1000
-    return SearchResult(hits=hits, mode=mode, timings_ms=timings)
+                self.candidates.setdefault(neighbour, _Candidate(neighbour))
 
 
 def _base_scores(candidates: dict[Any, _Candidate], mode: str) -> dict[Any, dict[str, float]]:
@@ -234,7 +304,7 @@ def _rank(
         scored.append((score, memory_id, similarity, details))
     scored.sort(key=lambda item: (-item[0], str(item[1])))
     winners = scored[: k + 5]  # a few spares for rows deleted since the candidate queries
-    memories = Memory.objects.select_related("end_user", "room", "agent").in_bulk(
+    memories = Memory.objects.with_external_ids().in_bulk(
         [memory_id for _, memory_id, _, _ in winners]
     )
     hits = [

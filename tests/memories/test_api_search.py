@@ -131,6 +131,36 @@ def test_auto_raises_the_turn_next_to_a_match(chat):
     assert by_text["What did I buy? Groceries, as always"]["neighbours"] == 0
 
 
+@pytest.mark.parametrize("mode", ["auto", "hybrid", "vector"])
+@pytest.mark.parametrize("user", ["carol", None])
+def test_index_path_ranks_like_the_exact_path(chat, settings, mode, user):
+    """A small filtered set is scanned exactly (vector, neighbours and distances in one
+    query); a large one goes through the index and separate queries. On a set the
+    index returns whole, both must give the same hits, scores and similarities."""
+    # k 3 and one candidate per k: keyword hits and neighbours outside the vector top 3
+    # need their distances looked up
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "CANDIDATE_MULTIPLIER": 1}
+    query = {"query": "what did carol buy last weekend", "mode": mode, "k": 3, "explain": True}
+    if user:
+        query["user"] = user
+
+    def ranking():
+        return [
+            (hit["memory"]["content"], round(hit["score"], 6), hit["similarity"] and round(
+                hit["similarity"], 6), hit["explain"].get("neighbours"))
+            for hit in search(chat, **query)["results"]
+        ]  # fmt: skip
+
+    exact = ranking()
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": 0}
+    assert ranking() == exact
+    assert len(exact) == 3
+    if mode != "vector":
+        assert all(similarity for _, _, similarity, _ in exact)
+    if mode == "auto":
+        assert any(neighbours for *_, neighbours in exact)
+
+
 def test_auto_neighbours_respect_the_filters(chat):
     result = search(
         chat, query="what did carol buy last weekend", user="carol", mode="auto", k=10,
