@@ -147,10 +147,18 @@ def keyword_candidates(
 
     PostgreSQL's ts_rank has no inverse document frequency, so a word found in half
     the memories (a speaker's name, say) counts as much as a rare one. BM25 is
-    computed here over the filtered set: document frequencies from the matching
-    rows (every row holding a query word matches, up to KEYWORD_MAX_MATCHES), the
+    computed here over the filtered set, with lengths in distinct lexemes and the
     collection size from the filtered count (``collection_size`` when the caller has
-    counted it already), lengths in distinct lexemes.
+    counted it already, else counted up to KEYWORD_COLLECTION_CAP).
+
+    Which rows are scored: every row holding a *selective* query word, and the first
+    rows holding all the words or any of them. A word is selective unless the
+    table's statistics (ANALYZE's most common lexemes) say it is in more than
+    KEYWORD_COMMON_ROWS rows of the filtered set; a common word's document frequency
+    is that estimate, a selective one's is counted. Small filtered sets (a user's
+    memories) therefore get exact BM25 over every matching row, and a large project
+    does not read the hundred thousand rows that hold its most frequent words: the
+    best BM25 scores come from the rare words, which those rows lack.
     """
     where, params = filters.sql(project)
     config = settings.RETRIEVAL
@@ -160,27 +168,55 @@ def keyword_candidates(
         collection_params = [*params, config["KEYWORD_COLLECTION_CAP"]]
     else:
         collection_sql, collection_params = "SELECT %s::float8 AS n", [collection_size]
+    matching = f"SELECT m.id FROM memories_memory m WHERE m.search_vector @@ {{}} AND {where}"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH query AS (
-                SELECT {TSQUERY_SQL} AS q,
+            WITH query AS MATERIALIZED (
+                SELECT {TSQUERY_SQL} AS q, plainto_tsquery('{SEARCH_CONFIG}', %s) AS q_all,
                        tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %s)) AS lexemes
+            ),
+            collection AS MATERIALIZED ({collection_sql}),
+            statistics AS MATERIALIZED (
+                SELECT s.most_common_elems::text::text[] AS lexemes,
+                       s.most_common_elem_freqs AS frequencies
+                FROM pg_stats s
+                WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory'
+                  AND s.attname = 'search_vector'
+            ),
+            words AS MATERIALIZED (
+                SELECT w.lexeme,
+                       st.frequencies[array_position(st.lexemes, w.lexeme)] * c.n AS estimate
+                FROM query CROSS JOIN unnest(query.lexemes) AS w(lexeme)
+                CROSS JOIN collection c LEFT JOIN statistics st ON true
+            ),
+            selective AS MATERIALIZED (
+                SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM words
+                WHERE coalesce(estimate, 0) <= %s
+            ),
+            ids AS (
+                ({matching.format("(SELECT q FROM selective)")} LIMIT %s)
+                UNION ({matching.format("(SELECT q_all FROM query)")} LIMIT %s)
+                UNION ({matching.format("(SELECT q FROM query)")} LIMIT %s)
             ),
             docs AS MATERIALIZED (
                 SELECT m.id, m.search_vector AS sv, length(m.search_vector) AS dl
-                FROM memories_memory m, query
-                WHERE m.search_vector @@ query.q AND {where}
-                LIMIT %s
+                FROM memories_memory m JOIN ids USING (id)
             ),
-            collection AS MATERIALIZED ({collection_sql}),
             lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
             terms AS MATERIALIZED (
                 SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
                 FROM docs d CROSS JOIN LATERAL unnest(d.sv) t, query
                 WHERE t.lexeme = ANY(query.lexemes)
             ),
-            frequencies AS (SELECT lexeme, count(*)::float8 AS df FROM terms GROUP BY lexeme)
+            frequencies AS (
+                SELECT t.lexeme, least(
+                    CASE WHEN coalesce(w.estimate, 0) <= %s THEN count(*) ELSE w.estimate END,
+                    c.n
+                )::float8 AS df
+                FROM terms t JOIN words w USING (lexeme), collection c
+                GROUP BY t.lexeme, w.estimate, c.n
+            )
             SELECT t.id, sum(
                 ln(1 + (c.n - f.df + 0.5) / (f.df + 0.5))
                 * t.tf * (%s + 1) / (t.tf + %s * (1 - %s + %s * t.dl / l.avgdl))
@@ -191,7 +227,9 @@ def keyword_candidates(
             LIMIT %s
             """,
             [
-                text, text, *params, config["KEYWORD_MAX_MATCHES"], *collection_params,
+                text, text, text, *collection_params, config["KEYWORD_COMMON_ROWS"],
+                *params, config["KEYWORD_MAX_MATCHES"], *params, limit, *params, limit,
+                config["KEYWORD_COMMON_ROWS"],
                 config["BM25_K1"], config["BM25_K1"], config["BM25_B"], config["BM25_B"],
                 limit,
             ],
