@@ -126,6 +126,8 @@ class _Search:
         self.pending: Future[np.ndarray] | None = None
         self.size: int | None = None  # the filtered set's size, counted up to the exact cap
         self.linked: set[Any] = set()
+        self.submitted: float | None = None  # when the query went to be embedded
+        self.embedded: list[float] = []  # when its vector was ready
 
     def start(self, query: str | None, embedding: list[float] | None) -> None:
         if self.mode == SearchMode.KEYWORD or (embedding is None and not query):
@@ -135,13 +137,9 @@ class _Search:
             self.pending = Future()
             self.pending.set_result(np.asarray(embedding, dtype=np.float32))
         else:
+            self.submitted = time.perf_counter()
             self.pending = query_cache.submit(provider, query or "")
-        submitted = time.perf_counter()
-
-        def embedded(_: Future[np.ndarray]) -> None:
-            self.timings["embed_query"] = (time.perf_counter() - submitted) * 1000
-
-        self.pending.add_done_callback(embedded)
+            self.pending.add_done_callback(lambda _: self.embedded.append(time.perf_counter()))
         self.space = embedding_space_get(provider=provider)
         self.size = filtered_size(self.project, self.filters, exact_scan_max_rows())
 
@@ -170,7 +168,11 @@ class _Search:
             return
         start = time.perf_counter()
         query_vector = self.pending.result()
-        self.timings["embed_wait"] = (time.perf_counter() - start) * 1000
+        ready = time.perf_counter()
+        if self.submitted is not None:
+            # the callback runs just after result() can return: rarely, it has not yet
+            self.timings["embed_query"] = ((self.embedded or [ready])[0] - self.submitted) * 1000
+            self.timings["embed_wait"] = (ready - start) * 1000
         start = time.perf_counter()
         auto = self.mode == SearchMode.AUTO
         unscored = [c.memory_id for c in self.candidates.values() if c.distance is None]
