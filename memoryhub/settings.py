@@ -264,11 +264,8 @@ RETRIEVAL: dict[str, Any] = {
     # keyword ranking: BM25 over the rows matching any query word
     "BM25_K1": env_float("RETRIEVAL_BM25_K1", 1.2),
     "BM25_B": env_float("RETRIEVAL_BM25_B", 0.75),
-    "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 5_000),
-    # a query word in more rows than this (by ANALYZE's statistics) does not pull in
-    # every row that holds it (see memories.services.candidates.keyword_candidates)
-    "KEYWORD_COMMON_ROWS": env_int("RETRIEVAL_KEYWORD_COMMON_ROWS", 2_000),
-    "KEYWORD_COLLECTION_CAP": env_int("RETRIEVAL_KEYWORD_COLLECTION_CAP", 100_000),
+    # keyword search reads at most this many rows; up to it, BM25 is exact
+    "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 2_000),
     # auto mode: weight of BM25 against cosine, and of the neighbouring turns' scores
     "AUTO_KEYWORD_WEIGHT": env_float("RETRIEVAL_AUTO_KEYWORD_WEIGHT", 0.5),
     "NEIGHBOUR_WEIGHT": env_float("RETRIEVAL_NEIGHBOUR_WEIGHT", 0.3),

@@ -130,9 +130,47 @@ def vector_candidates(
     return [(memory_id, float(distance)) for memory_id, distance in rows]
 
 
-# OR semantics: a natural-language question rarely has all its words in one memory.
-# plainto_tsquery handles stemming and stop words; its '&' become '|'.
-TSQUERY_SQL = f"replace(plainto_tsquery('{SEARCH_CONFIG}', %s)::text, ' & ', ' | ')::tsquery"
+def collection_size_get(project: Project, filters: SearchFilters, cap: int) -> int:
+    """How many memories pass the filters: counted up to ``cap``, past it the planner's
+    estimate (at least ``cap + 1``). Counting a large set exactly costs more than the
+    search it serves (100 ms for 100,000 rows)."""
+    size = filtered_size(project, filters, cap)
+    if size <= cap:
+        return size
+    where, params = filters.sql(project)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {where}", params
+        )
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return max(size, int(plan[0]["Plan"]["Plan Rows"]))
+
+
+def _query_words(text: str) -> list[tuple[str, float | None]]:
+    """The query's lexemes, each with its share of memories_memory rows per ANALYZE's
+    most-common-lexeme statistics (None: not among them, so rarer than all of them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH statistics AS (
+                SELECT s.most_common_elems::text::text[] AS lexemes,
+                       s.most_common_elem_freqs AS frequencies
+                FROM pg_stats s
+                WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory'
+                  AND s.attname = 'search_vector'
+            )
+            SELECT w.lexeme, st.frequencies[array_position(st.lexemes, w.lexeme)]
+            FROM unnest(tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %s))) AS w(lexeme)
+            LEFT JOIN statistics st ON true
+            """,
+            [text],
+        )
+        return [(lexeme, frequency) for lexeme, frequency in cursor.fetchall()]
+
+
+def _tsquery(lexemes: list[str], operator: str) -> str:
+    return f" {operator} ".join("'" + lexeme.replace("'", "''") + "'" for lexeme in lexemes)
 
 
 def keyword_candidates(
@@ -147,89 +185,78 @@ def keyword_candidates(
 
     PostgreSQL's ts_rank has no inverse document frequency, so a word found in half
     the memories (a speaker's name, say) counts as much as a rare one. BM25 is
-    computed here over the filtered set, with lengths in distinct lexemes and the
-    collection size from the filtered count (``collection_size`` when the caller has
-    counted it already, else counted up to KEYWORD_COLLECTION_CAP).
+    computed here over the filtered set of ``collection_size`` rows (as
+    ``collection_size_get`` gives it, by the caller or here), with OR semantics (a
+    question rarely has all its words in one memory), lengths in distinct lexemes.
 
-    Which rows are scored: every row holding a *selective* query word, and the first
-    rows holding all the words or any of them. A word is selective unless the
-    table's statistics (ANALYZE's most common lexemes) say it is in more than
-    KEYWORD_COMMON_ROWS rows of the filtered set; a common word's document frequency
-    is that estimate, a selective one's is counted. Small filtered sets (a user's
-    memories) therefore get exact BM25 over every matching row, and a large project
-    does not read the hundred thousand rows that hold its most frequent words: the
-    best BM25 scores come from the rare words, which those rows lack.
+    A filtered set of up to KEYWORD_MAX_MATCHES rows gets exact BM25 over every row
+    holding a query word. In a larger one only that many rows are read: every row
+    holding the rarest words, taken while their estimated rows (ANALYZE's lexeme
+    statistics) fit that budget, plus the first rows holding all the words and the
+    first holding the rarest of the rest. The rest's document frequencies are the
+    estimates. The best BM25 scores come from the rare words; reading every row
+    holding a common word is what made a search of a large project slow.
     """
-    where, params = filters.sql(project)
     config = settings.RETRIEVAL
-    if collection_size is None:
-        collection_sql = f"""SELECT count(*)::float8 AS n FROM (
-            SELECT 1 FROM memories_memory m WHERE {where} LIMIT %s) capped"""
-        collection_params = [*params, config["KEYWORD_COLLECTION_CAP"]]
-    else:
-        collection_sql, collection_params = "SELECT %s::float8 AS n", [collection_size]
-    matching = f"SELECT m.id FROM memories_memory m WHERE m.search_vector @@ {{}} AND {where}"
+    words = _query_words(text)
+    if not words:
+        return []
+    where, params = filters.sql(project)
+    size = collection_size
+    if size is None:
+        size = collection_size_get(project, filters, config["KEYWORD_MAX_MATCHES"])
+    budget = config["KEYWORD_MAX_MATCHES"]
+    estimates = {lexeme: (frequency or 0.0) * size for lexeme, frequency in words}
+    # the rarest words are read whole while their estimated rows fit the budget
+    selective: list[str] = []
+    for lexeme in sorted(estimates, key=estimates.__getitem__):
+        if size > budget and sum(estimates[w] for w in [*selective, lexeme]) > budget:
+            break
+        selective.append(lexeme)
+    common = [lexeme for lexeme in estimates if lexeme not in selective]
+    matching = (
+        "SELECT m.id, m.search_vector FROM memories_memory m "
+        f"WHERE m.search_vector @@ %s::tsquery AND {where} LIMIT %s"
+    )
+    branches, branch_params = [], []
+    if selective:
+        branches.append(f"({matching})")
+        branch_params += [_tsquery(selective, "|"), *params, budget]
+    if common:  # the first rows holding every word, then the rarest common word's
+        for query in (_tsquery(list(estimates), "&"), _tsquery(common[:1], "|")):
+            branches.append(f"({matching})")
+            branch_params += [query, *params, limit]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH query AS MATERIALIZED (
-                SELECT {TSQUERY_SQL} AS q, plainto_tsquery('{SEARCH_CONFIG}', %s) AS q_all,
-                       tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %s)) AS lexemes
-            ),
-            collection AS MATERIALIZED ({collection_sql}),
-            statistics AS MATERIALIZED (
-                SELECT s.most_common_elems::text::text[] AS lexemes,
-                       s.most_common_elem_freqs AS frequencies
-                FROM pg_stats s
-                WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory'
-                  AND s.attname = 'search_vector'
-            ),
-            words AS MATERIALIZED (
-                SELECT w.lexeme,
-                       st.frequencies[array_position(st.lexemes, w.lexeme)] * c.n AS estimate
-                FROM query CROSS JOIN unnest(query.lexemes) AS w(lexeme)
-                CROSS JOIN collection c LEFT JOIN statistics st ON true
-            ),
-            selective AS MATERIALIZED (
-                SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS q FROM words
-                WHERE coalesce(estimate, 0) <= %s
-            ),
-            ids AS (
-                ({matching.format("(SELECT q FROM selective)")} LIMIT %s)
-                UNION ({matching.format("(SELECT q_all FROM query)")} LIMIT %s)
-                UNION ({matching.format("(SELECT q FROM query)")} LIMIT %s)
-            ),
-            docs AS MATERIALIZED (
-                SELECT m.id, m.search_vector AS sv, length(m.search_vector) AS dl
-                FROM memories_memory m JOIN ids USING (id)
+            WITH docs AS MATERIALIZED (
+                SELECT DISTINCT ON (id) id, search_vector AS sv, length(search_vector) AS dl
+                FROM ({" UNION ALL ".join(branches)}) found
             ),
             lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
             terms AS MATERIALIZED (
                 SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
-                FROM docs d CROSS JOIN LATERAL unnest(d.sv) t, query
-                WHERE t.lexeme = ANY(query.lexemes)
+                FROM docs d CROSS JOIN LATERAL unnest(d.sv) t
+                WHERE t.lexeme = ANY(%s)
             ),
+            estimated AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS e(lexeme, df)),
             frequencies AS (
-                SELECT t.lexeme, least(
-                    CASE WHEN coalesce(w.estimate, 0) <= %s THEN count(*) ELSE w.estimate END,
-                    c.n
-                )::float8 AS df
-                FROM terms t JOIN words w USING (lexeme), collection c
-                GROUP BY t.lexeme, w.estimate, c.n
+                SELECT t.lexeme, least(coalesce(max(e.df), count(*)), %s)::float8 AS df
+                FROM terms t LEFT JOIN estimated e USING (lexeme)
+                GROUP BY t.lexeme
             )
             SELECT t.id, sum(
-                ln(1 + (c.n - f.df + 0.5) / (f.df + 0.5))
+                ln(1 + (%s - f.df + 0.5) / (f.df + 0.5))
                 * t.tf * (%s + 1) / (t.tf + %s * (1 - %s + %s * t.dl / l.avgdl))
             ) AS score
-            FROM terms t JOIN frequencies f USING (lexeme), collection c, lengths l
+            FROM terms t JOIN frequencies f USING (lexeme), lengths l
             GROUP BY t.id
             ORDER BY score DESC
             LIMIT %s
             """,
             [
-                text, text, text, *collection_params, config["KEYWORD_COMMON_ROWS"],
-                *params, config["KEYWORD_MAX_MATCHES"], *params, limit, *params, limit,
-                config["KEYWORD_COMMON_ROWS"],
+                *branch_params, list(estimates),
+                common, [estimates[w] for w in common], size, size,
                 config["BM25_K1"], config["BM25_K1"], config["BM25_B"], config["BM25_B"],
                 limit,
             ],

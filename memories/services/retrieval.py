@@ -26,10 +26,10 @@ from memories.embeddings import cosine_similarity, get_provider, query_cache
 from memories.models import EmbeddingSpace, Memory, Project
 from memories.services.candidates import (
     SearchFilters,
+    collection_size_get,
     exact_scan,
     exact_scan_max_rows,
     exact_vector_candidates,
-    filtered_size,
     keyword_candidates,
     message_neighbours,
     neighbours_and_distances,
@@ -124,7 +124,7 @@ class _Search:
         self.limit = int(max(k * settings.RETRIEVAL["CANDIDATE_MULTIPLIER"], k)) if wide else k
         self.space: EmbeddingSpace | None = None
         self.pending: Future[np.ndarray] | None = None
-        self.size: int | None = None  # the filtered set's size, counted up to the exact cap
+        self.size: int | None = None  # the filtered set's size (see collection_size_get)
         self.linked: set[Any] = set()
         self.submitted: float | None = None  # when the query went to be embedded
         self.embedded: list[float] = []  # when its vector was ready
@@ -141,14 +141,14 @@ class _Search:
             self.pending = query_cache.submit(provider, query or "")
             self.pending.add_done_callback(lambda _: self.embedded.append(time.perf_counter()))
         self.space = embedding_space_get(provider=provider)
-        self.size = filtered_size(self.project, self.filters, exact_scan_max_rows())
+        cap = max(exact_scan_max_rows(), settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
+        self.size = collection_size_get(self.project, self.filters, cap)
 
     def keyword(self, query: str) -> None:
         start = time.perf_counter()
-        known = self.size if self.size is not None and exact_scan(self.size) else None
         found = keyword_candidates(
             project=self.project, text=query, filters=self.filters, limit=self.limit,
-            collection_size=known,
+            collection_size=self.size,
         )  # fmt: skip
         for rank, (memory_id, score) in enumerate(found, start=1):
             candidate = self.candidates.setdefault(memory_id, _Candidate(memory_id))
