@@ -98,7 +98,9 @@ def vector_candidates(
     dim = int(space.dimension)
     literal = _vector_literal(query)
     if exact is None:
-        exact = exact_scan(filtered_size(project, filters, exact_scan_max_rows()))
+        exact = exact_scan(
+            collection_size_get(project, filters, settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
+        )
     with transaction.atomic(), connection.cursor() as cursor:
         if exact:
             # the untyped operator cannot use the (cast) index: an exact scan by design

@@ -28,7 +28,6 @@ from memories.services.candidates import (
     SearchFilters,
     collection_size_get,
     exact_scan,
-    exact_scan_max_rows,
     exact_vector_candidates,
     keyword_candidates,
     message_neighbours,
@@ -141,8 +140,11 @@ class _Search:
             self.pending = query_cache.submit(provider, query or "")
             self.pending.add_done_callback(lambda _: self.embedded.append(time.perf_counter()))
         self.space = embedding_space_get(provider=provider)
-        cap = max(exact_scan_max_rows(), settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
-        self.size = collection_size_get(self.project, self.filters, cap)
+        # exact up to the keyword query's budget, past it the planner's estimate, which
+        # is close enough to choose between an exact scan and the index
+        self.size = collection_size_get(
+            self.project, self.filters, settings.RETRIEVAL["KEYWORD_MAX_MATCHES"]
+        )
 
     def keyword(self, query: str) -> None:
         start = time.perf_counter()
