@@ -75,21 +75,17 @@ def _writes(results: dict[str, Any]) -> None:
 
 def _ingestion(results: dict[str, Any]) -> None:
     config = results["config"]
-    raw, ingestion, fill = results.get("raw_model"), results.get("ingestion"), results.get("fill")
+    raw, ingestion = results.get("raw_model"), results.get("ingestion")
     if not (raw or ingestion):
         return
     print("\nIngestion: from the first write until every message is embedded by the hub's worker")
     rows = []
-    for entry, batch, note in (
-        (ingestion, config["ingest_batch"], ""),
-        (fill, config["fill_batch"], " (fill)"),
-    ):
-        if entry:
-            rows.append(
-                [f"hub, {entry['messages']:,} messages, batches of {batch}{note}",
-                 entry["per_second"], entry["seconds"], entry["ratio_to_raw_model"],
-                 entry.get("foreign_cpu_cores")]
-            )  # fmt: skip
+    if ingestion:
+        rows.append(
+            [f"hub, {ingestion['messages']:,} messages, batches of {config['ingest_batch']}",
+             ingestion["per_second"], ingestion["seconds"], ingestion["ratio_to_raw_model"],
+             ingestion.get("foreign_cpu_cores")]
+        )  # fmt: skip
     if raw:
         rows.append(
             [f"bare model, {raw['texts']:,} of those texts, {raw['batch_size']} per call",
@@ -140,6 +136,81 @@ def _search(results: dict[str, Any]) -> None:
             print(f"  {hits} searches hit the web process's query-vector cache")
 
 
+def _bulk(results: dict[str, Any]) -> None:
+    loads = results.get("bulk", [])
+    if not loads:
+        return
+    print(
+        "\nBulk loads (bench/bulk.py): COPY of synthetic memories (pairs of real ones), then\n"
+        "  VACUUM, the dropped indexes rebuilt, ANALYZE; seconds"
+    )
+    rows = []
+    for load in loads:
+        indexes = load["index_seconds"]
+        hnsw = next((value for name, value in indexes.items() if "hnsw" in name), None)
+        keyword = next((value for name, value in indexes.items() if "hnsw" not in name), None)
+        rows.append(
+            [load["level"], load["rows"], load["copy_seconds"], load["copy_rows_per_second"],
+             load["vacuum_seconds"], keyword, hnsw, load["analyze_seconds"], load["seconds"],
+             load.get("foreign_cpu_cores")]
+        )  # fmt: skip
+    headers = [
+        "level", "rows", "COPY", "rows/s", "VACUUM", "keyword index", "HNSW index", "ANALYZE",
+        "total", "other CPU",
+    ]  # fmt: skip
+    print(table(headers, rows))
+    settings = ", ".join(f"{k} {v}" for k, v in loads[0].get("maintenance", {}).items())
+    print(f"  index builds with {settings}; pairs drawn from {loads[0]['sources']:,} real memories")
+    approximation = results.get("bulk_approximation")
+    if approximation:
+        print(
+            f"  synthetic vectors: cosine between the model's embedding of a joined text and "
+            f"the normalized sum of its parts' vectors, {approximation['pairs']} pairs: mean "
+            f"{approximation['cosine_mean']}, 5th percentile {approximation['cosine_p05']}, "
+            f"min {approximation['cosine_min']} (the better part alone: mean "
+            f"{approximation['best_part_cosine_mean']})"
+        )
+
+
+def _recall(results: dict[str, Any]) -> None:
+    levels = results.get("recall", [])
+    if not levels:
+        return
+    print(
+        "\nHNSW recall@k: the hub's vector search (raw query vector) against an exact scan in\n"
+        "  SQL over the same rows; the hub scans exactly when the filtered set has at most\n"
+        f"  {levels[0]['filters'][0]['exact_scan_max_rows']:,} rows (index = searches that "
+        "went through the HNSW index)"
+    )
+    rows = []
+    for level in levels:
+        for entry in level["filters"]:
+            low, high = entry["filtered_rows_min"], entry["filtered_rows_max"]
+            rows.append(
+                [level["memories"], entry["filter"], entry["n"],
+                 _f(low) if low == high else f"{_f(low)}-{_f(high)}",
+                 entry["searches_through_index"], entry["recall_mean"], entry["recall_min"],
+                 entry["searches_below_1"], entry["api_ms"]["p50"],
+                 entry["exact_query_ms"]["p50"], entry["exact_query_ms"]["p95"]]
+            )  # fmt: skip
+    headers = [
+        "memories", "user filter", "n", "filtered rows", "index", "recall@10", "min", "<1",
+        "hub ms p50", "exact ms p50", "exact ms p95",
+    ]  # fmt: skip
+    print(table(headers, rows))
+
+
+def _phases(results: dict[str, Any]) -> None:
+    phases = results.get("cpu", {})
+    if not phases:
+        return
+    print("\nPhases: wall seconds (sampled every second), other CPU in cores")
+    rows = [
+        [name, bucket.get("wall"), bucket.get("foreign_cores")] for name, bucket in phases.items()
+    ]
+    print(table(["phase", "seconds", "other CPU"], rows))
+
+
 def _memory(results: dict[str, Any]) -> None:
     peaks = results.get("rss_peak_mib", {}).get("all", {})
     if not peaks:
@@ -165,7 +236,10 @@ def report_print(results: dict[str, Any]) -> None:
     _writes(results)
     _ingestion(results)
     _search(results)
+    _bulk(results)
+    _recall(results)
     _memory(results)
+    _phases(results)
     stop = results.get("hub_stop", {})
     print(
         f"\nhub ready in {results.get('hub_ready_seconds')} s; stopped "

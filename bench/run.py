@@ -2,12 +2,14 @@
 """MemoryHub benchmarks against the real stack: write latency, ingestion throughput,
 search latency, peak memory.
 
-    make bench          # full: searches at 10,000 and 100,000 memories
+    make bench          # full: searches at 10,000, 100,000 and 1,000,000 memories
     make bench-quick    # quick: searches at 10,000 memories
     .venv/bin/python bench/run.py --quick --torch-threads 1 --wait-quiet 300
+    .venv/bin/python bench/run.py --levels 30000 --search-n 10 --ingest 2000  # try-out
 
-On a quiet 2-core machine the full run takes about 20 minutes and the quick one about
-4 (embedding dominates both); other work on the machine stretches them a lot.
+On a quiet 2-core machine the full run takes about 19 minutes (the 1M bulk load, ~5.5
+of them, most of it the HNSW index build; searches at 1M; embedding) and the quick one
+about 4; other work on the machine stretches them a lot.
 
 Starts its own hub (`manage.py hub --no-demo` on a free port) on a scratch data
 folder (var/bench/, deleted at the start of each run, never the user's var/), makes
@@ -20,10 +22,15 @@ HTTP from one client thread on one persistent connection:
 2. ingestion: from the first write until 10,000 messages are all embedded by the
    worker (messages/s), beside the bare model's batch throughput on the same texts in
    this process with the worker's torch thread count, and the ratio;
-3. search: p50/p95 per mode (vector, keyword, hybrid), with and without a user
-   filter, at 10,000 memories and (full) at 100,000, with the server's own timings
-   (query embedding apart);
-4. peak RSS of the web and worker processes.
+3. search: p50/p95 per mode (auto, vector, keyword, hybrid), with and without a user
+   filter, with the server's own timings (query embedding apart), at each level: 10,000
+   memories (the ingested ones) and (full) 100,000 and 1,000,000, bulk-loaded straight
+   into PostgreSQL by bench/bulk.py (pairs of real memories, the normalized sum of their
+   real vectors; the run measures how close that is to the model's embedding of the
+   joined text), with the HNSW and keyword indexes rebuilt after each load;
+4. HNSW recall@10 at each level: the hub's vector search (a raw query vector through
+   the API) against an exact scan in SQL, with and without a user filter (bench/recall.py);
+5. peak RSS of the web and worker processes.
 
 Texts are LoCoMo dialogue turns and questions read from ../shared/data (never copied
 here); see bench/corpus.py. Prints tables and writes bench/results/<date>-<mode>.json
@@ -53,14 +60,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
 
+from bench.bulk import BulkLoader  # noqa: E402
 from bench.client import Api, encode, summary  # noqa: E402
 from bench.corpus import USERS, Corpus, corpus_load, distinct_texts, query_stream  # noqa: E402
-from bench.model import model_throughput  # noqa: E402
+from bench.model import ENCODE_OPTIONS, model_load, model_throughput  # noqa: E402
+from bench.recall import hnsw_recall  # noqa: E402
 from bench.report import report_print  # noqa: E402
 from bench.stack import REPO, Hub, Monitor, free_port, quiet_wait, scratch_reset  # noqa: E402
 
 MODES = ("auto", "vector", "keyword", "hybrid")
 K = 10
+PROJECT = "bench"
 
 
 @dataclass(frozen=True)
@@ -75,20 +85,20 @@ class Plan:
     raw_sorted: bool  # also encode them in one length-sorted call
     search_n: int  # measured searches per mode and filter
     search_warmup: int
-    fill_to: int  # 0: no second search level
-    fill_batch: int
+    levels: tuple[int, ...]  # memories at the bulk-loaded search levels after the first
+    recall_n: int  # HNSW recall queries per filter and level
 
 
 PLANS = {
     "quick": Plan(
         warmup_writes=20, single_writes=200, batches=20, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=2_000, raw_sorted=False,
-        search_n=50, search_warmup=5, fill_to=0, fill_batch=1_000,
+        search_n=50, search_warmup=5, levels=(), recall_n=30,
     ),
     "full": Plan(
         warmup_writes=50, single_writes=500, batches=50, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=10_000, raw_sorted=True,
-        search_n=150, search_warmup=10, fill_to=100_000, fill_batch=1_000,
+        search_n=150, search_warmup=10, levels=(100_000, 1_000_000), recall_n=50,
     ),
 }  # fmt: skip
 
@@ -104,6 +114,9 @@ class Bench:
         self.next_message = 0
         self.queries = query_stream(corpus)
         self.rng = random.Random(11)
+        self._model: Any = None
+        self._loader: BulkLoader | None = None
+        self._recall_queries: tuple[Any, list[str]] | None = None
 
     # --- helpers -----------------------------------------------------------------
 
@@ -254,45 +267,55 @@ class Bench:
         self.phase("catch_up", "waiting for the worker to embed the writes")
         self.wait_embedded("after writes")
 
-    def fill(self) -> None:
-        """Grow the project to fill_to memories through 1,000-message batches; real embeddings."""
-        plan = self.plan
-        missing = plan.fill_to - self.memories()
+    def embed(self, texts: list[str]) -> Any:
+        """Vectors of ``texts`` by the hub's model, loaded in this process on first use."""
+        if self._model is None:
+            self._model = model_load(self.threads)
+        return self._model.encode(texts, batch_size=self.embed_batch, **ENCODE_OPTIONS)
+
+    def bulk_load(self, level: int) -> bool:
+        """Grow the project to ``level`` memories with bulk-loaded ones (bench/bulk.py);
+        False if it has that many already."""
+        self.wait_embedded("before bulk load")
+        missing = level - self.memories()
         if missing <= 0:
-            return
-        count = -(-missing // plan.fill_batch)
-        self.phase(
-            "fill",
-            f"fill: {missing:,} more messages in batches of {plan.fill_batch} until all embedded",
-        )
+            print(f"  level {level:,} skipped: {self.memories():,} memories already", flush=True)
+            return False
+        if self._loader is None:
+            self._loader = BulkLoader(conninfo=self.hub.database_conninfo(), project=PROJECT)
+            self.phase("bulk_approximation", "bulk load: how close are summed vectors?")
+            self.results["bulk_approximation"] = self._loader.approximation(self.embed)
+        name = f"bulk_{level}"
+        self.phase(name, f"bulk load: {missing:,} memories, then rebuild the indexes")
         started = time.perf_counter()
-        latencies, last_print = [], time.monotonic()
-        left = missing
-        for _ in range(count):
-            body = encode({"memories": self.take(min(plan.fill_batch, left))})
-            latencies.append(self.api.post("/api/v1/memories/batch/", body)[1])
-            left -= min(plan.fill_batch, left)
-            if time.monotonic() - last_print > 30:
-                print(
-                    f"    written {missing - left:,}/{missing:,}, {self.pending():,} pending",
-                    flush=True,
-                )
-                last_print = time.monotonic()
-        written = time.perf_counter()
-        done = self.wait_embedded("fill", stall_timeout=600)
-        rate = missing / (done - started)
-        raw = self.results.get("raw_model", {}).get("per_second")
-        self.results["fill"] = {
-            "messages": missing,
-            "writes_seconds": round(written - started, 2),
-            "seconds": round(done - started, 2),
-            "per_second": round(rate, 1),
-            "ratio_to_raw_model": round(rate / raw, 3) if raw else None,
-            "foreign_cpu_cores": self.foreign("fill"),
-        }
-        self.results.setdefault("writes", {})[f"fill_batch_{plan.fill_batch}"] = self.write_figures(
-            "fill (worker embedding)", latencies, plan.fill_batch, "fill"
+        figures = self._loader.load(missing)
+        figures["seconds"] = round(time.perf_counter() - started, 2)
+        figures["level"] = level
+        figures["foreign_cpu_cores"] = self.foreign(name)
+        self.results.setdefault("bulk", []).append(figures)
+        return True
+
+    def recall(self) -> None:
+        """HNSW recall@k of the hub's vector search against exact search (bench/recall.py)."""
+        level = self.memories()
+        name = f"recall_{level}"
+        self.phase(name, f"HNSW recall@{K} at {level:,} memories: {self.plan.recall_n} per filter")
+        if self._recall_queries is None:  # the same questions and users at every level
+            texts = [next(self.queries) for _ in range(self.plan.recall_n)]
+            rng = random.Random(13)
+            users = [f"user-{rng.randrange(USERS):03d}" for _ in texts]
+            self._recall_queries = (self.embed(texts), users)
+        vectors, users = self._recall_queries
+        filters = hnsw_recall(
+            api=self.api, db=self.db, project=PROJECT, vectors=vectors, users=users, k=K
         )
+        self.results.setdefault("recall", []).append(
+            {"memories": level, "filters": filters, "foreign_cpu_cores": self.foreign(name)}
+        )
+
+    def close(self) -> None:
+        if self._loader is not None:
+            self._loader.close()
 
     def search(self, mode: str, user: str | None) -> tuple[float, dict[str, Any]]:
         payload: dict[str, Any] = {"query": next(self.queries), "mode": mode, "k": K}
@@ -441,7 +464,10 @@ def arguments() -> argparse.Namespace:
         "--embed-batch", type=int, default=int(os.environ.get("EMBEDDING_BATCH_SIZE", 64))
     )
     parser.add_argument("--ingest", type=int, help="messages in the ingestion phase")
-    parser.add_argument("--fill-to", type=int, help="memories at the second search level (0: none)")
+    parser.add_argument(
+        "--levels", type=_levels, metavar="N,N",
+        help="memories at the bulk-loaded search levels (full: 100000,1000000; '' for none)",
+    )  # fmt: skip
     parser.add_argument("--search-n", type=int, help="measured searches per mode and filter")
     parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="SECONDS",
@@ -454,7 +480,7 @@ def main() -> int:
     args = arguments()
     mode = "quick" if args.quick else "full"
     plan = PLANS[mode]
-    overrides = {"ingest": args.ingest, "fill_to": args.fill_to, "search_n": args.search_n}
+    overrides = {"ingest": args.ingest, "levels": args.levels, "search_n": args.search_n}
     plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
     plan = replace(plan, raw_texts=min(plan.raw_texts, plan.ingest))
     if not args.locomo.exists():
@@ -469,9 +495,8 @@ def main() -> int:
     if args.wait_quiet:
         quiet_wait(args.wait_quiet)
     label = machine_label(mode)
-    total_messages = max(
-        plan.warmup_writes + 3 * plan.batch_size + plan.ingest + 2 * plan.batches * plan.batch_size,
-        plan.fill_to,
+    total_messages = (
+        plan.warmup_writes + 3 * plan.batch_size + plan.ingest + 2 * plan.batches * plan.batch_size
     )
     results: dict[str, Any] = {
         "label": label,
@@ -502,12 +527,13 @@ def main() -> int:
     monitor = Monitor(hub)
     api: Api | None = None
     db: psycopg.Connection | None = None
+    bench: Bench | None = None
     error = None
     started = time.monotonic()
     try:
         print(f"[{time.strftime('%H:%M:%S')}] starting the hub on port {port}", flush=True)
         results["hub_ready_seconds"] = round(hub.start(), 1)
-        key = hub.manage("create_api_key", "--project", "bench", "--name", "bench").strip()
+        key = hub.manage("create_api_key", "--project", PROJECT, "--name", "bench").strip()
         monitor.start()
         api = Api(port, key)
         db = psycopg.connect(hub.database_conninfo(), autocommit=True)
@@ -523,16 +549,20 @@ def main() -> int:
         bench.raw_model()
         bench.ingestion()
         bench.search_level()
+        bench.recall()
         bench.writes()
-        if plan.fill_to:
-            bench.fill()
-            bench.search_level()
+        for level in plan.levels:
+            if bench.bulk_load(level):
+                bench.search_level()
+                bench.recall()
         results["client_reconnects_after_error"] = api.reconnects_after_error
     except BaseException as exc:  # noqa: BLE001 - reported, the hub still stopped below
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
     finally:
         monitor.stop()
+        if bench is not None:
+            bench.close()
         if api is not None:
             api.close()
         if db is not None:
@@ -553,6 +583,10 @@ def main() -> int:
     report_print(results)
     print(f"\nResults: {path}" + (f"\nHub log: {hub.log_path}" if error else ""))
     return 1 if error else 0
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    return tuple(sorted(int(part.replace("_", "")) for part in text.split(",") if part.strip()))
 
 
 def _dotenv_keys() -> list[str]:
