@@ -2,8 +2,11 @@
 
 The hub's vector search goes through the per-space HNSW index (approximate) unless the
 filtered set has at most RETRIEVAL_EXACT_SCAN_MAX_ROWS rows, when it scans exactly. The
-exact top k here uses the untyped ``<=>`` operator, which cannot use the (cast)
-index, so PostgreSQL compares the query with every row of the filtered set.
+hub judges that size by a capped count and past the cap by the planner's estimate; here
+the true count says which path a search took, so a set near the threshold may be
+classed differently. The exact top k here uses the untyped ``<=>`` operator, which
+cannot use the (cast) index, so PostgreSQL compares the query with every row of the
+filtered set.
 """
 
 from __future__ import annotations
