@@ -377,12 +377,22 @@ def search_row(mode: str, filtered: bool, measured: list[tuple[float, Any]]) -> 
         "client_minus_embed_ms": summary(
             [ms - t.get("embed_query", 0.0) for ms, t in zip(client, timings, strict=True)]
         ),
+        # the search's own cost beyond embedding the query (the keyword query and the
+        # count run while the query is embedded)
+        "server_minus_embed_ms": part_difference(timings, "total", "embed_query"),
         "vector_ms": part("vector"),
         "keyword_ms": part("keyword"),
         "query_cache_hits": sum(1 for value in embed if value < 0.5),
         "mean_results": round(sum(results) / len(results), 2),
         "short_results": sum(1 for count in results if count < K),
     }
+
+
+def part_difference(
+    timings: list[dict[str, float]], total: str, part: str
+) -> dict[str, Any] | None:
+    values = [t[total] - t.get(part, 0.0) for t in timings if total in t]
+    return summary(values) if values else None
 
 
 # --- run ------------------------------------------------------------------------------
