@@ -10,10 +10,15 @@ application = get_wsgi_application()
 
 def _warm_up() -> None:
     """Load the embedding model in the background so the first search is not slow."""
-    from memories.embeddings import get_provider
+    from django.conf import settings
+
+    from memories.embeddings import get_provider, torch_threads_set
 
     with contextlib.suppress(Exception):  # the first real search reports any error
         get_provider().embed(["warm-up"])
+        if settings.EMBEDDING["QUERY_TORCH_THREADS"]:
+            # a search embeds its query while PostgreSQL runs its keyword query
+            torch_threads_set(settings.EMBEDDING["QUERY_TORCH_THREADS"])
     # Django and torch leave ~500k long-lived objects; a full collection walking them
     # took ~300 ms inside a request (bench/). Frozen objects are never scanned again.
     gc.freeze()
