@@ -7,9 +7,9 @@ search latency, peak memory.
     .venv/bin/python bench/run.py --quick --torch-threads 1 --wait-quiet 300
     .venv/bin/python bench/run.py --levels 30000 --search-n 10 --ingest 2000  # try-out
 
-On a quiet 2-core machine the full run takes about 19 minutes (the 1M bulk load, ~5.5
-of them, most of it the HNSW index build; searches at 1M; embedding) and the quick one
-about 4; other work on the machine stretches them a lot.
+On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
+them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
+recall at 1M ~3) and the quick one about 3; other work on the machine stretches them.
 
 Starts its own hub (`manage.py hub --no-demo` on a free port) on a scratch data
 folder (var/bench/, deleted at the start of each run, never the user's var/), makes
