@@ -101,32 +101,25 @@ def vector_candidates(
         exact = exact_scan(
             collection_size_get(project, filters, settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
         )
+    if exact:
+        found, _, _ = exact_vector_candidates(
+            project=project, space=space, query=query, filters=filters, limit=limit,
+            link_known=None, distance_ids=[],
+        )  # fmt: skip
+        return found
     with transaction.atomic(), connection.cursor() as cursor:
-        if exact:
-            # the untyped operator cannot use the (cast) index: an exact scan by design
-            cursor.execute(
-                f"""
-                WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where})
-                SELECT e.memory_id, e.vector <=> %s::vector AS distance
-                FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
-                WHERE e.space_id = {int(space.pk)}
-                ORDER BY distance LIMIT %s
-                """,
-                [*params, literal, limit],
-            )
-        else:
-            ef_search = max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit)
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(ef_search, 1000))}")
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(
-                f"""
-                SELECT e.memory_id, (e.vector::vector({dim})) <=> %s::vector({dim}) AS distance
-                FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
-                WHERE e.space_id = {int(space.pk)} AND {where}
-                ORDER BY distance LIMIT %s
-                """,
-                [literal, *params, limit],
-            )
+        ef_search = max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit)
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(min(ef_search, 1000))}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(
+            f"""
+            SELECT e.memory_id, (e.vector::vector({dim})) <=> %s::vector({dim}) AS distance
+            FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
+            WHERE e.space_id = {int(space.pk)} AND {where}
+            ORDER BY distance LIMIT %s
+            """,
+            [literal, *params, limit],
+        )
         rows = cursor.fetchall()
     rows.sort(key=lambda row: row[1])  # relaxed_order may return rows slightly out of order
     return [(memory_id, float(distance)) for memory_id, distance in rows]
@@ -356,7 +349,8 @@ def exact_vector_candidates(
     """``vector_candidates`` by an exact scan of a small filtered set, together with
     ``neighbours_and_distances`` for the result, in one round trip.
 
-    The scan computes every filtered row's distance anyway, so the distances the
+    The untyped operator cannot use the (cast) HNSW index: an exact scan by design.
+    It computes every filtered row's distance anyway, so the distances the
     ranking needs (keyword candidates', neighbours') come from it for free. Links are
     looked up for the nearest rows not in ``link_known``; ``None``: no links.
     """
