@@ -20,8 +20,8 @@ from typing import Any
 
 from memories.models import EndUser, Project
 from memories.services.memories import MemoryInput, memory_create_batch
-from memories.services.retrieval import SearchFilters, memory_search
 from memories.services.revisions import Actor
+from memories.services.search import SearchFilters, memory_search
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (5, 10, 20)

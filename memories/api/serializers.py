@@ -9,7 +9,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from memories.models import EndUser, Memory, MemoryRevision, Room
-from memories.services.retrieval import SearchMode
+from memories.services.search import SearchMode
 
 
 def external_id_field(**kwargs: Any) -> serializers.CharField:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import memories, users
+from memories.api import memories, search, users
 
 app_name = "api"
 urlpatterns = [
@@ -17,5 +17,5 @@ urlpatterns = [
         memories.MemoryRevisionListView.as_view(),
         name="memory-revisions",
     ),
-    path("search/", memories.SearchView.as_view(), name="search"),
+    path("search/", search.SearchView.as_view(), name="search"),
 ]

@@ -7,7 +7,7 @@ from django.db import connection
 
 from memories.models import EmbeddingSpace, EndUser, Project
 from memories.services.embedding import embedding_space_index_ensure
-from memories.services.retrieval import SearchFilters, vector_candidates
+from memories.services.search.candidates import SearchFilters, vector_candidates
 from tests.conftest import vector_search_plans
 
 ROWS = 20_000

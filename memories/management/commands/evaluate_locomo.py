@@ -9,7 +9,7 @@ from tqdm import tqdm
 from memories.evaluation import CATEGORIES, locomo_evaluate, locomo_ingest, locomo_load
 from memories.models import Project
 from memories.services.embedding import embedding_pending_count, embedding_run
-from memories.services.retrieval import SearchMode
+from memories.services.search import SearchMode
 
 ORDER = ["all", "cat1-4", *CATEGORIES.values()]
 

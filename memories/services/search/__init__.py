@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from memories.embeddings import cosine_similarity, get_provider, query_cache
 from memories.models import EmbeddingSpace, Memory, Project
-from memories.services.candidates import (
+from memories.services.embedding import embedding_space_get
+from memories.services.search.candidates import (
     SearchFilters,
     collection_size_get,
     exact_scan,
@@ -34,7 +35,6 @@ from memories.services.candidates import (
     neighbours_and_distances,
     vector_candidates,
 )
-from memories.services.embedding import embedding_space_get
 
 __all__ = ["SearchFilters", "SearchHit", "SearchMode", "SearchResult", "memory_search"]
 
