@@ -1,0 +1,257 @@
+"""The per-project configuration: one declared schema of product policy.
+
+Each section is a frozen dataclass whose fields are the settings: the type hint is
+the type, the default the default, and ``setting()`` adds the range or the choices
+and a one-line description. A project stores only what it overrides, nested by
+section, in ``Project.settings``; ``project_settings(project)`` gives the effective
+values. Infrastructure (threads, batch sizes, timeouts, limits) stays in the
+environment (memoryhub/settings.py). Later capabilities add their section here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, get_type_hints
+
+SEARCH_MODES = ("auto", "vector", "keyword", "hybrid")
+
+
+def setting(
+    default: Any,
+    description: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A field of a settings section, with what validation and the API need to know."""
+    return field(
+        default=default,
+        metadata={
+            "description": description,
+            "minimum": minimum,
+            "maximum": maximum,
+            "choices": choices,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How search ranks memories (POST /api/v1/search/ and everything built on it)."""
+
+    default_mode: str = setting("auto", "Mode of a search that names none.", choices=SEARCH_MODES)
+    keyword_weight: float = setting(
+        0.5,
+        "auto mode: weight of the normalized BM25 score against the cosine score.",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    neighbour_weight: float = setting(
+        0.3,
+        "auto mode: how much a conversation turn is raised by the turns before and after it.",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    rrf_k: int = setting(
+        60, "hybrid mode: the k of reciprocal rank fusion, 1/(k + rank).", minimum=1, maximum=1000
+    )
+    recency_weight: float = setting(
+        0.0, "Share of the final score given to recency (every mode).", minimum=0.0, maximum=1.0
+    )
+    recency_half_life_days: float = setting(
+        30.0, "Age in days at which the recency score halves.", minimum=0.01, maximum=36500.0
+    )
+    importance_weight: float = setting(
+        0.0,
+        "Share of the final score given to a memory's importance (every mode).",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    bm25_k1: float = setting(
+        1.2, "Keyword ranking: BM25 term-frequency saturation.", minimum=0.0, maximum=10.0
+    )
+    bm25_b: float = setting(
+        0.75, "Keyword ranking: BM25 length normalization (0 none, 1 full).", minimum=0.0,
+        maximum=1.0,
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if self.recency_weight + self.importance_weight > 1.0:
+            raise SettingsError(
+                {
+                    "search.importance_weight": [
+                        "recency_weight + importance_weight must be at most 1."
+                    ]
+                }
+            )
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """Every section of a project's configuration."""
+
+    search: SearchSettings = field(default_factory=SearchSettings)
+
+
+class SettingsError(ValueError):
+    """Invalid settings: ``errors`` maps a dotted setting name to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in errors.items()))
+        self.errors = errors
+
+
+def _sections() -> dict[str, type[Any]]:
+    hints = get_type_hints(ProjectSettings)
+    return {f.name: hints[f.name] for f in dataclasses.fields(ProjectSettings)}
+
+
+def settings_schema() -> dict[str, dict[str, dict[str, Any]]]:
+    """Every setting by section: type, default, range or choices, description."""
+    schema: dict[str, dict[str, dict[str, Any]]] = {}
+    for section, cls in _sections().items():
+        hints = get_type_hints(cls)
+        schema[section] = {}
+        for f in dataclasses.fields(cls):
+            kind = hints[f.name]
+            entry: dict[str, Any] = {
+                "type": {int: "integer", float: "number", str: "string", bool: "boolean"}[kind],
+                "default": f.default,
+                "description": f.metadata["description"],
+            }
+            for key in ("minimum", "maximum", "choices"):
+                if f.metadata[key] is not None:
+                    entry[key] = (
+                        list(f.metadata[key]) if key == "choices" else kind(f.metadata[key])
+                    )
+            schema[section][f.name] = entry
+    return schema
+
+
+def _value(name: str, kind: type, meta: dict[str, Any], value: Any) -> Any:
+    """``value`` as a valid setting of type ``kind``, or SettingsError naming it."""
+    ok = (
+        isinstance(value, bool)
+        if kind is bool
+        else isinstance(value, kind | int if kind is float else kind)
+        and not isinstance(value, bool)
+    )
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
+        type_name = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+        raise SettingsError({name: [f"Must be {type_name[kind]}."]})
+    if meta["choices"] is not None and value not in meta["choices"]:
+        raise SettingsError({name: [f"Must be one of: {', '.join(meta['choices'])}."]})
+    if meta["minimum"] is not None and value < meta["minimum"]:
+        raise SettingsError({name: [f"Must be at least {kind(meta['minimum'])}."]})
+    if meta["maximum"] is not None and value > meta["maximum"]:
+        raise SettingsError({name: [f"Must be at most {kind(meta['maximum'])}."]})
+    return kind(value)
+
+
+def settings_validate(overrides: Any) -> dict[str, dict[str, Any]]:
+    """Stored overrides (``{"search": {"rrf_k": 40}}``), checked name by name and as a
+    whole; returns them normalized (ints where a float is due become floats)."""
+    if not isinstance(overrides, dict):
+        raise SettingsError({"settings": ["Must be an object of sections."]})
+    sections = _sections()
+    errors: dict[str, list[str]] = {}
+    clean: dict[str, dict[str, Any]] = {}
+    for section, values in overrides.items():
+        if section not in sections:
+            errors[section] = [f"Unknown section; known: {', '.join(sections)}."]
+            continue
+        if not isinstance(values, dict):
+            errors[section] = ["Must be an object of settings."]
+            continue
+        hints = get_type_hints(sections[section])
+        fields = {f.name: f for f in dataclasses.fields(sections[section])}
+        for name, value in values.items():
+            dotted = f"{section}.{name}"
+            if name not in fields:
+                errors[dotted] = [f"Unknown setting; known: {', '.join(fields)}."]
+                continue
+            try:
+                value = _value(dotted, hints[name], dict(fields[name].metadata), value)
+            except SettingsError as error:
+                errors.update(error.errors)
+                continue
+            clean.setdefault(section, {})[name] = value
+    if errors:
+        raise SettingsError(errors)
+    _build(clean)  # cross-field rules (__post_init__)
+    return clean
+
+
+def settings_merge(
+    stored: dict[str, dict[str, Any]], changes: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """``stored`` overrides with ``changes`` applied; a null value (or a null section)
+    removes an override, so the setting is back at its default."""
+    merged = {section: dict(values) for section, values in stored.items()}
+    for section, values in changes.items():
+        if values is None:
+            merged.pop(section, None)
+            continue
+        if not isinstance(values, dict):
+            merged[section] = values  # settings_validate names the error
+            continue
+        target = merged.setdefault(section, {})
+        for name, value in values.items():
+            if value is None:
+                target.pop(name, None)
+            else:
+                target[name] = value
+        if not target:
+            merged.pop(section)
+    return merged
+
+
+def _build(overrides: dict[str, dict[str, Any]]) -> ProjectSettings:
+    sections = _sections()
+    return ProjectSettings(
+        **{name: cls(**overrides.get(name, {})) for name, cls in sections.items()}
+    )
+
+
+@lru_cache(maxsize=1024)
+def _cached(canonical: str) -> ProjectSettings:
+    return _build(json.loads(canonical))
+
+
+def settings_from_overrides(overrides: dict[str, Any]) -> ProjectSettings:
+    """The effective settings for stored overrides. Cached by content: a process sees a
+    change as soon as it reads the project row again (every API request and task
+    does), with nothing to invalidate. A stored value that no longer validates (a
+    setting removed or narrowed by an upgrade) falls back to its default."""
+    try:
+        clean = settings_validate(overrides or {})
+    except SettingsError as error:
+        clean = _valid_part(overrides, error)
+    return _cached(json.dumps(clean, sort_keys=True))
+
+
+def _valid_part(overrides: Any, error: SettingsError) -> dict[str, dict[str, Any]]:
+    if not isinstance(overrides, dict):
+        return {}
+    part = {
+        section: {
+            name: value
+            for name, value in values.items()
+            if f"{section}.{name}" not in error.errors and section not in error.errors
+        }
+        for section, values in overrides.items()
+        if isinstance(values, dict) and section in _sections()
+    }
+    try:
+        return settings_validate(part)
+    except SettingsError:
+        return {}
+
+
+def settings_as_dict(config: ProjectSettings) -> dict[str, dict[str, Any]]:
+    return dataclasses.asdict(config)
