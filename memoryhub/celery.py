@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import beat_init, worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
@@ -15,8 +15,17 @@ app.autodiscover_tasks()
 @worker_init.connect
 def _worker_init(**kwargs: object) -> None:
     from memories.worker import worker_startup_check
+    from memoryhub import embedded
 
+    embedded.services_start()  # a no-op under the hub, which passes DATABASE_URL on
     worker_startup_check()
+
+
+@beat_init.connect
+def _beat_init(**kwargs: object) -> None:
+    from memoryhub import embedded
+
+    embedded.services_start()
 
 
 @worker_process_init.connect

@@ -5,6 +5,10 @@ under a data folder of the checkout (``var/`` unless MEMORYHUB_DATA_DIR says
 otherwise), so a new user needs nothing installed. Every function here attaches
 to a server that is already running in that folder before starting one, so the
 hub, a management command and the test session can share them.
+
+Importing the settings starts nothing: the process entry points call
+``services_start`` (manage.py for the commands that need a database, the `hub`
+command, the WSGI module, the Celery worker and beat, the test session).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -27,11 +32,62 @@ logger = logging.getLogger(__name__)
 
 
 def data_dir() -> Path:
-    """The folder the embedded servers keep their data in (created if missing)."""
+    """The folder the embedded servers keep their data in (``services_start`` makes it)."""
     default = BASE_DIR / ("var/test" if "PYTEST_VERSION" in os.environ else "var")
-    path = Path(os.environ.get("MEMORYHUB_DATA_DIR") or default).resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(os.environ.get("MEMORYHUB_DATA_DIR") or default).resolve()
+
+
+def secret_key_read(folder: Path) -> str:
+    """The SECRET_KEY generated for this data folder, or "" before the first start."""
+    path = folder / "secret_key"
+    return path.read_text().strip() if path.exists() else ""
+
+
+def _secret_key_ensure(folder: Path) -> str:
+    """The data folder's SECRET_KEY, generated on first use (kept private to its owner)."""
+    key = secret_key_read(folder)
+    if not key:
+        path = folder / "secret_key"
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+        key = secret_key_read(folder)
+    return key
+
+
+def services_start(*, redis: bool = False) -> EmbeddedRedis | None:
+    """Make this process's services ready before its first query: the data folder and
+    its SECRET_KEY, the embedded PostgreSQL unless DATABASE_URL is set (Django's
+    settings are pointed at it), and with ``redis`` the embedded Redis unless
+    REDIS_URL is set. Attaches to servers already running; returns the Redis this
+    call started (to stop it later), else None."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    folder = Path(settings.DATA_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+    try:
+        settings.SECRET_KEY  # noqa: B018 - raises while empty
+    except ImproperlyConfigured:
+        settings.SECRET_KEY = _secret_key_ensure(folder)
+    if settings.EMBEDDED_DATABASE:
+        # the same dict Django's connections read: no connection has been opened yet
+        settings.DATABASES["default"].update(postgres_start(folder).django_settings())
+    if redis and settings.EMBEDDED_REDIS:
+        return redis_start(folder)
+    return None
+
+
+def database_settings_unstarted(folder: Path) -> dict[str, str]:
+    """Django settings for the embedded PostgreSQL before ``services_start`` ran: the
+    host names what is missing, so a query made too early fails saying so."""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "HOST": str(folder / "pg" / "(not started: call memoryhub.embedded.services_start())"),
+        "PORT": "",
+    }
 
 
 # --- PostgreSQL -------------------------------------------------------------------

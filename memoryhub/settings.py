@@ -1,14 +1,19 @@
 """MemoryHub settings: one file, driven by environment variables (see .env.example).
 
-With no DATABASE_URL / REDIS_URL the project runs on its embedded PostgreSQL and
-Redis under the data folder (memoryhub/embedded.py); setting them points every
-process at external servers instead.
+Reading this module reads the environment (and a .env file) and nothing else: it
+starts no server and writes no file. With no DATABASE_URL / REDIS_URL the project
+runs on its embedded PostgreSQL and Redis under the data folder, which the process
+entry points start with ``memoryhub.embedded.services_start()``; setting them
+points every process at external servers instead.
+
+Product policy that a project owner may want different (ranking weights, later
+buffer, pruning and context budgets) is not here but in the per-project
+configuration (memories/config.py); only machine knobs are.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +57,8 @@ if not TESTING:  # the tests run on the defaults, whatever a developer's .env sa
     _load_dotenv(BASE_DIR / ".env")
 DATA_DIR = embedded.data_dir()
 
-
-def _secret_key() -> str:
-    """SECRET_KEY from the environment, else one generated once per data folder."""
-    if os.environ.get("SECRET_KEY"):
-        return os.environ["SECRET_KEY"]
-    path = DATA_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# from the environment, else generated once per data folder (by services_start)
+SECRET_KEY = os.environ.get("SECRET_KEY") or embedded.secret_key_read(DATA_DIR)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -123,9 +117,9 @@ TEMPLATES = [
 # --- Database: external when DATABASE_URL is set, else the embedded PostgreSQL -----
 
 EMBEDDED_DATABASE = not os.environ.get("DATABASE_URL")
-if EMBEDDED_DATABASE:
+if EMBEDDED_DATABASE:  # embedded.services_start() fills in the server's socket folder
     DATABASES: dict[str, dict[str, Any]] = {
-        "default": embedded.postgres_start(DATA_DIR).django_settings()
+        "default": embedded.database_settings_unstarted(DATA_DIR)
     }
 else:
     DATABASES = {"default": dict(dj_database_url.parse(os.environ["DATABASE_URL"]))}
@@ -190,7 +184,6 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", DATA_DIR / "static"))
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -4,8 +4,11 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from memoryhub import embedded
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 application = get_wsgi_application()
+embedded.services_start()  # a no-op under the hub, which passes DATABASE_URL on
 
 
 def _warm_up() -> None:

@@ -25,13 +25,20 @@ BASE_DIR = Path(settings.BASE_DIR)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def redis_server() -> Iterator[embedded.EmbeddedRedis]:
-    """The test session's own Redis (the settings already point at its socket)."""
-    server = embedded.redis_start(settings.DATA_DIR)
+def redis_server() -> Iterator[embedded.EmbeddedRedis | None]:
+    """The test session's own PostgreSQL and Redis under var/test/ (the settings
+    already point at the Redis socket; the database settings are filled in here)."""
+    server = embedded.services_start(redis=True)
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.flushall()
     yield server
-    server.stop()
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(redis_server: embedded.EmbeddedRedis | None) -> None:
+    """pytest-django creates the test database after this: on the started server."""
 
 
 @pytest.fixture
@@ -78,7 +85,7 @@ def _database_url() -> str:
 
 @pytest.fixture(scope="session")
 def celery_worker_process(
-    django_db_setup: None, django_db_blocker: object, redis_server: embedded.EmbeddedRedis
+    django_db_setup: None, django_db_blocker: object, redis_server: embedded.EmbeddedRedis | None
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real `celery worker` process on the test database and the test Redis."""
     hostname = f"test-{uuid.uuid4().hex[:8]}@%h"

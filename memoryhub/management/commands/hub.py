@@ -49,7 +49,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true", help="do not create demo credentials")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        redis = embedded.redis_start(settings.DATA_DIR) if settings.EMBEDDED_REDIS else None
+        redis = embedded.services_start(redis=True)
         env = dict(os.environ)
         if settings.EMBEDDED_DATABASE:
             env["DATABASE_URL"] = embedded.postgres_start(settings.DATA_DIR).url
