@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
+from memories.config import SettingsError, settings_as_dict, settings_validate
 from memories.models import (
     Agent,
     ApiKey,
@@ -18,7 +22,9 @@ from memories.models import (
     MemoryRevision,
     Project,
     Room,
+    SettingsRevision,
 )
+from memories.services.configuration import project_settings_get, project_settings_update
 from memories.services.embedding import embedding_enqueue
 from memories.services.memories import memory_delete, memory_update
 from memories.services.projects import api_key_revoke
@@ -29,10 +35,60 @@ def _actor(request: HttpRequest) -> Actor:
     return Actor.operator(request.user.get_username())  # type: ignore[union-attr]
 
 
+class ProjectForm(forms.ModelForm):
+    """The settings field holds the project's overrides (memories/config.py), checked
+    by the same validation as PATCH /api/v1/settings/."""
+
+    class Meta:
+        model = Project
+        fields = ["name", "settings"]
+        help_texts = {
+            "settings": 'Overrides by section, e.g. {"search": {"keyword_weight": 0.7}}; '
+            "what is left out keeps its default (see Effective settings).",
+        }
+
+    def clean_settings(self) -> dict[str, Any]:
+        try:
+            return settings_validate(self.cleaned_data["settings"] or {})
+        except SettingsError as error:
+            raise forms.ValidationError(
+                [f"{name}: {' '.join(messages)}" for name, messages in error.errors.items()]
+            ) from None
+
+
+class SettingsRevisionInline(admin.TabularInline):
+    model = SettingsRevision
+    fields = ["created_at", "actor_type", "actor", "before", "after"]
+    readonly_fields = ["created_at", "actor_type", "actor", "before", "after"]
+    extra = 0
+    can_delete = False
+    ordering = ["-created_at"]
+    verbose_name_plural = "settings history"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    form = ProjectForm
     list_display = ["name", "created_at"]
     search_fields = ["name"]
+    readonly_fields = ["effective_settings"]
+    inlines = [SettingsRevisionInline]
+
+    @admin.display(description="Effective settings")
+    def effective_settings(self, project: Project) -> str:
+        values = settings_as_dict(project_settings_get(project=project))
+        return format_html("<pre>{}</pre>", json.dumps(values, indent=2))
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        """Settings change through the service, which records who changed what."""
+        settings = obj.settings
+        if change:
+            obj.settings = Project.objects.get(pk=obj.pk).settings
+        super().save_model(request, obj, form, change)
+        project_settings_update(project=obj, changes=settings, actor=_actor(request), replace=True)
 
 
 @admin.register(ApiKey)

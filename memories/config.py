@@ -223,34 +223,35 @@ def _cached(canonical: str) -> ProjectSettings:
     return _build(json.loads(canonical))
 
 
-def settings_from_overrides(overrides: dict[str, Any]) -> ProjectSettings:
+def settings_overrides_clean(overrides: Any) -> dict[str, dict[str, Any]]:
+    """The valid part of stored overrides: a value that no longer validates (a setting
+    removed or narrowed by an upgrade, a row edited by hand) is dropped, so the
+    setting is back at its default."""
+    try:
+        return settings_validate(overrides if overrides is not None else {})
+    except SettingsError as error:
+        if not isinstance(overrides, dict):
+            return {}
+        part = {
+            section: {
+                name: value
+                for name, value in values.items()
+                if f"{section}.{name}" not in error.errors
+            }
+            for section, values in overrides.items()
+            if isinstance(values, dict) and section not in error.errors
+        }
+        try:
+            return settings_validate(part)
+        except SettingsError:  # a cross-field rule: keep none of them
+            return {}
+
+
+def settings_from_overrides(overrides: Any) -> ProjectSettings:
     """The effective settings for stored overrides. Cached by content: a process sees a
     change as soon as it reads the project row again (every API request and task
-    does), with nothing to invalidate. A stored value that no longer validates (a
-    setting removed or narrowed by an upgrade) falls back to its default."""
-    try:
-        clean = settings_validate(overrides or {})
-    except SettingsError as error:
-        clean = _valid_part(overrides, error)
-    return _cached(json.dumps(clean, sort_keys=True))
-
-
-def _valid_part(overrides: Any, error: SettingsError) -> dict[str, dict[str, Any]]:
-    if not isinstance(overrides, dict):
-        return {}
-    part = {
-        section: {
-            name: value
-            for name, value in values.items()
-            if f"{section}.{name}" not in error.errors and section not in error.errors
-        }
-        for section, values in overrides.items()
-        if isinstance(values, dict) and section in _sections()
-    }
-    try:
-        return settings_validate(part)
-    except SettingsError:
-        return {}
+    does), so there is nothing to invalidate and no process can serve stale values."""
+    return _cached(json.dumps(settings_overrides_clean(overrides), sort_keys=True))
 
 
 def settings_as_dict(config: ProjectSettings) -> dict[str, dict[str, Any]]:

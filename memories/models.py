@@ -357,3 +357,28 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class SettingsRevision(models.Model):
+    """Every change to a project's configuration (memories/config.py): who, when, the
+    stored overrides before and after."""
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="settings_revisions"
+    )
+    # a room's own overrides (of the project's settings); null: the project's
+    room = models.ForeignKey(Room, null=True, blank=True, on_delete=models.CASCADE)
+    actor_type = models.CharField(max_length=16, choices=MemoryRevision.ActorType.choices)
+    actor = models.CharField(max_length=200)  # key prefix, operator username or task name
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # the settings history of a project, newest first
+            models.Index(fields=["project", "-created_at"], name="settings_revision_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"settings of {self.project_id} by {self.actor}"

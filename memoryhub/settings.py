@@ -217,6 +217,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # the search modes appear in the search request and in the project settings
+    "ENUM_NAME_OVERRIDES": {"SearchModeEnum": "memories.config.SEARCH_MODES"},
 }
 
 # --- MemoryHub -------------------------------------------------------------------------

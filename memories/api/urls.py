@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import memories, search, users
+from memories.api import memories, search, settings, users
 
 app_name = "api"
 urlpatterns = [
@@ -18,4 +18,10 @@ urlpatterns = [
         name="memory-revisions",
     ),
     path("search/", search.SearchView.as_view(), name="search"),
+    path("settings/", settings.SettingsView.as_view(), name="settings"),
+    path(
+        "settings/revisions/",
+        settings.SettingsRevisionListView.as_view(),
+        name="settings-revisions",
+    ),
 ]

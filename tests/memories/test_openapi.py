@@ -20,6 +20,8 @@ V1_PATHS = {
     "/api/v1/memories/{memory_id}/": {"get", "patch", "delete"},
     "/api/v1/memories/{memory_id}/revisions/": {"get"},
     "/api/v1/search/": {"post"},
+    "/api/v1/settings/": {"get", "patch"},
+    "/api/v1/settings/revisions/": {"get"},
 }
 
 
