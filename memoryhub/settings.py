@@ -238,12 +238,12 @@ EMBEDDING: dict[str, Any] = {
     "DIMENSION": env_int("EMBEDDING_DIMENSION", 384),
     "BATCH_SIZE": env_int("EMBEDDING_BATCH_SIZE", 64),  # texts per model forward pass
     # memories a worker claims at once: the model sorts one call's texts by length
-    # before batching, so a larger claim wastes less on padding (~2x throughput at 256)
+    # before batching, so a larger claim wastes less on padding (BENCHMARKS.md)
     "CLAIM_SIZE": env_int("EMBEDDING_CLAIM_SIZE", 256),
     "TORCH_THREADS": env_int("EMBEDDING_TORCH_THREADS", 0),  # 0: torch's default
     # the web processes' torch threads for query vectors (0: TORCH_THREADS). One: the
     # query is embedded while PostgreSQL runs the keyword query on the other core; two
-    # threads then wait on each other (bench/: auto search p50 15.1 vs 21.3 ms at 10k)
+    # threads then wait on each other (BENCHMARKS.md)
     "QUERY_TORCH_THREADS": env_int("EMBEDDING_QUERY_TORCH_THREADS", 1),
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),

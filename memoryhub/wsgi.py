@@ -22,8 +22,8 @@ def _warm_up() -> None:
         if settings.EMBEDDING["QUERY_TORCH_THREADS"]:
             # a search embeds its query while PostgreSQL runs its keyword query
             torch_threads_set(settings.EMBEDDING["QUERY_TORCH_THREADS"])
-    # Django and torch leave ~500k long-lived objects; a full collection walking them
-    # took ~300 ms inside a request (bench/). Frozen objects are never scanned again.
+    # Django and torch leave many long-lived objects; a full collection walking them
+    # inside a request stalled it (BENCHMARKS.md). Frozen objects are never scanned again.
     gc.freeze()
 
 
