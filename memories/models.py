@@ -78,6 +78,15 @@ class Agent(models.Model):
         return self.name or self.external_id
 
 
+class EndUserQuerySet(models.QuerySet["EndUser"]):
+    def for_project(self, project: Project | int) -> EndUserQuerySet:
+        return self.filter(project=project)
+
+    def by_external_id(self, external_id: str) -> EndUserQuerySet:
+        """The user the agent platform knows by this id (one per project)."""
+        return self.filter(external_id=external_id)
+
+
 class EndUser(models.Model):
     """A person an agent talks to, known by the agent platform's own id."""
 
@@ -88,6 +97,8 @@ class EndUser(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = EndUserQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["project", "external_id"], name="end_user_external_id")
@@ -95,6 +106,15 @@ class EndUser(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.external_id
+
+
+class RoomQuerySet(models.QuerySet["Room"]):
+    def for_project(self, project: Project | int) -> RoomQuerySet:
+        return self.filter(project=project)
+
+    def by_external_id(self, external_id: str) -> RoomQuerySet:
+        """The room the agent platform knows by this id (one per project)."""
+        return self.filter(external_id=external_id)
 
 
 class Room(models.Model):
@@ -108,6 +128,8 @@ class Room(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = RoomQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -56,9 +56,11 @@ def _filtered(request: Request, params: dict[str, Any]) -> Any:
     project = project_of(request)
     memories = Memory.objects.for_project(project)
     if "user" in params:
-        memories = memories.filter(end_user__project=project, end_user__external_id=params["user"])
+        users = EndUser.objects.for_project(project).by_external_id(params["user"])
+        memories = memories.filter(end_user__in=users)
     if "room" in params:
-        memories = memories.filter(room__project=project, room__external_id=params["room"])
+        rooms = Room.objects.for_project(project).by_external_id(params["room"])
+        memories = memories.filter(room__in=rooms)
     if params.get("kind"):
         memories = memories.of_kind(*params["kind"])
     if params.get("status"):
@@ -166,11 +168,11 @@ class MemoryListView(APIView):
         project = project_of(request)
         end_user = room = None
         if "user" in params:
-            end_user = EndUser.objects.filter(project=project, external_id=params["user"]).first()
+            end_user = EndUser.objects.for_project(project).by_external_id(params["user"]).first()
             if end_user is None:
                 return Response({"deleted": 0})
         if "room" in params:
-            room = Room.objects.filter(project=project, external_id=params["room"]).first()
+            room = Room.objects.for_project(project).by_external_id(params["room"]).first()
             if room is None:
                 return Response({"deleted": 0})
         deleted = memories_delete(

@@ -49,7 +49,7 @@ def memory_get(request: Request, memory_id: str) -> Memory:
 
 
 def end_user_get(request: Request, external_id: str) -> EndUser:
-    user = EndUser.objects.filter(project=project_of(request), external_id=external_id).first()
+    user = EndUser.objects.for_project(project_of(request)).by_external_id(external_id).first()
     if user is None:
         raise Http404("No such user.")
     return user
@@ -57,7 +57,8 @@ def end_user_get(request: Request, external_id: str) -> EndUser:
 
 def room_get(request: Request, external_id: str) -> Room:
     room = (
-        Room.objects.filter(project=project_of(request), external_id=external_id)
+        Room.objects.for_project(project_of(request))
+        .by_external_id(external_id)
         .select_related("agent")
         .first()
     )

@@ -42,9 +42,9 @@ class EndUserListView(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        users = EndUser.objects.filter(project=project_of(request)).order_by("external_id")
+        users = EndUser.objects.for_project(project_of(request)).order_by("external_id")
         if request.query_params.get("external_id"):
-            users = users.filter(external_id=request.query_params["external_id"])
+            users = users.by_external_id(request.query_params["external_id"])
         paginator = Pagination()
         page = paginator.paginate_queryset(users, request, view=self)
         return paginator.get_paginated_response(s.EndUserOutputSerializer(page, many=True).data)
@@ -97,9 +97,9 @@ class RoomListView(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        rooms = Room.objects.filter(project=project_of(request)).select_related("agent")
+        rooms = Room.objects.for_project(project_of(request)).select_related("agent")
         if request.query_params.get("external_id"):
-            rooms = rooms.filter(external_id=request.query_params["external_id"])
+            rooms = rooms.by_external_id(request.query_params["external_id"])
         paginator = Pagination()
         page = paginator.paginate_queryset(rooms.order_by("external_id"), request, view=self)
         return paginator.get_paginated_response(s.RoomOutputSerializer(page, many=True).data)

@@ -111,6 +111,9 @@ class TestAcrossTenants:
     def test_same_external_id_in_another_project_is_another_room(self, owner, outsider):
         assert outsider.client.post(ROOMS, {"external_id": "r1"}).status_code == 201
         assert Room.objects.filter(external_id="r1").count() == 2
+        for client, name in [(owner.client, "Support"), (outsider.client, "")]:
+            listed = client.get(ROOMS, {"external_id": "r1"}).json()
+            assert [room["name"] for room in listed["results"]] == [name]
         assert outsider.client.delete(f"{ROOMS}r1/").json() == {"deleted": 0}
         assert owner.client.get(f"{ROOMS}r1/").json()["name"] == "Support"
         assert Memory.objects.filter(project=owner.project).count() == 1

@@ -149,6 +149,9 @@ class TestAcrossTenants:
         assert EndUser.objects.filter(external_id="alice").count() == 2
         assert owner.client.get(f"{USERS}alice/").json()["name"] == "Alice"
         assert outsider.client.get(f"{USERS}alice/").json()["name"] == "Other Alice"
+        for client, name in [(owner.client, "Alice"), (outsider.client, "Other Alice")]:
+            listed = client.get(USERS, {"external_id": "alice"}).json()
+            assert [user["name"] for user in listed["results"]] == [name]
         # deleting the outsider's alice leaves the owner's alice and her memory alone
         assert outsider.client.delete(f"{USERS}alice/").json() == {"deleted": 0}
         assert owner.client.get(f"{USERS}alice/").status_code == 200
