@@ -1,4 +1,5 @@
-"""`Authorization: Bearer <api key>`: the key's project becomes request.project."""
+"""`Authorization: Bearer <api key>`: the key becomes request.auth (and request.user),
+its project loaded with it (memories.api.scoping.project_of)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = api_key_authenticate(raw_key=raw_key.strip())
         if key is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
-        request._request.project = key.project  # type: ignore[attr-defined]
         return (key, key)
 
     def authenticate_header(self, request: Request) -> str:

@@ -15,8 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import serializers as s
-from memories.api.scoping import idempotent, memory_get, parse_uuid, project_of
-from memories.api.users import actor_of
+from memories.api.scoping import actor_of, idempotent, memory_get, parse_uuid, project_of
 from memories.models import EndUser, Memory, MemoryRevision, Room
 from memories.services.memories import (
     MemoryInput,

@@ -10,9 +10,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import serializers as s
-from memories.api.scoping import end_user_get, idempotent, project_of, room_get
+from memories.api.scoping import (
+    actor_of,  # still imported from here by memories.api.settings
+    end_user_get,
+    idempotent,
+    project_of,
+    room_get,
+)
 from memories.models import EndUser, Room
-from memories.services.revisions import Actor
 from memories.services.users import (
     end_user_delete,
     end_user_get_or_create,
@@ -21,10 +26,6 @@ from memories.services.users import (
     room_get_or_create,
     room_update,
 )
-
-
-def actor_of(request: Request) -> Actor:
-    return Actor.api_key(request.auth.prefix)  # type: ignore[union-attr]
 
 
 class Pagination(LimitOffsetPagination):
