@@ -1,4 +1,8 @@
-"""Celery tasks of the core: thin wrappers that call one service each."""
+"""Celery tasks of the core: thin wrappers that call one service each.
+
+Task names are explicit: the beat schedule (settings.CELERY_BEAT_SCHEDULE) and
+``embedding_enqueue`` (services.embedding.EMBEDDING_RUN_TASK) send them by name.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +10,39 @@ from celery import shared_task
 from django.conf import settings
 
 from memories.embeddings import EmbeddingError
-from memories.services import embedding as embedding_services
-from memories.services.idempotency import idempotency_keys_purge as _purge
+from memories.services.embedding import (
+    EMBEDDING_RUN_TASK,
+    embedding_pending_count,
+    embedding_run,
+)
+from memories.services.idempotency import idempotency_keys_purge
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5)
-def embedding_run(self) -> int:  # type: ignore[no-untyped-def]
+@shared_task(
+    name=EMBEDDING_RUN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5
+)
+def embedding_run_task(self) -> int:  # type: ignore[no-untyped-def]
     """Embed every pending memory (claims in batches; safe to run twice)."""
     try:
-        return embedding_services.embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
+        return embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
     except EmbeddingError as exc:
         if exc.retryable:  # e.g. an embedding endpoint that is down: back off and retry
             raise self.retry(exc=exc, countdown=2 ** (self.request.retries + 2)) from exc
         raise  # a configuration error: the backfill tries again once it is fixed
 
 
-@shared_task(acks_late=True)
-def embedding_backfill() -> int:
+@shared_task(name="memories.tasks.embedding_backfill_task", acks_late=True)
+def embedding_backfill_task() -> int:
     """Embed memories left pending too long (lost messages, a Redis outage)."""
-    waiting = embedding_services.embedding_pending_count(
+    waiting = embedding_pending_count(
         older_than_seconds=settings.EMBEDDING["BACKFILL_AFTER_SECONDS"]
     )
     if not waiting:
         return 0
-    return embedding_services.embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
+    return embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
 
 
-@shared_task
-def idempotency_keys_purge() -> int:
+@shared_task(name="memories.tasks.idempotency_keys_purge_task")
+def idempotency_keys_purge_task() -> int:
     """Forget stored responses to Idempotency-Key requests older than their TTL."""
-    return _purge()
+    return idempotency_keys_purge()

@@ -161,11 +161,11 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "embedding-backfill": {
-        "task": "memories.tasks.embedding_backfill",
+        "task": "memories.tasks.embedding_backfill_task",
         "schedule": env_float("EMBEDDING_BACKFILL_INTERVAL", 60.0),
     },
     "idempotency-keys-purge": {
-        "task": "memories.tasks.idempotency_keys_purge",
+        "task": "memories.tasks.idempotency_keys_purge_task",
         "schedule": crontab(minute=17),
     },
 }

@@ -1,7 +1,8 @@
 """The embedding pipeline: spaces and their indexes, enqueueing, claiming and embedding.
 
 Writes commit with embedding status ``pending`` and call ``embedding_enqueue`` on
-commit. At most one embedding task waits in the queue at a time (a Redis flag);
+commit, which sends the worker's task by name (services never import the tasks
+module). At most one embedding task waits in the queue at a time (a Redis flag);
 the worker drains every pending memory in batches, claimed with SKIP LOCKED so
 several workers can run side by side, and a beat backfill catches whatever a
 lost message or a Redis outage left behind.
@@ -16,6 +17,7 @@ from datetime import timedelta
 from functools import cache
 
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -26,6 +28,8 @@ from memories.models import Embedding, EmbeddingSpace, Memory
 logger = logging.getLogger(__name__)
 QUEUED_FLAG = "memoryhub:embedding:queued"
 QUEUED_FLAG_TTL = 60
+# the task (memories.tasks) that calls embedding_run in a worker
+EMBEDDING_RUN_TASK = "memories.tasks.embedding_run_task"
 
 
 @cache
@@ -71,12 +75,10 @@ def embedding_space_index_ensure(*, space: EmbeddingSpace) -> None:
 
 def embedding_enqueue() -> None:
     """Ask a worker to embed pending memories. Never raises: a write is already durable."""
-    from memories.tasks import embedding_run
-
     try:
         if _redis().set(QUEUED_FLAG, "1", nx=True, ex=QUEUED_FLAG_TTL):
             try:
-                embedding_run.apply_async(retry=False)
+                current_app.send_task(EMBEDDING_RUN_TASK, retry=False)
             except Exception:
                 _redis().delete(QUEUED_FLAG)
                 raise

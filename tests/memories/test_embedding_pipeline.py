@@ -1,13 +1,19 @@
 """The embedding pipeline: claiming with SKIP LOCKED, the content-hash cache, re-runs,
-updates, a Redis outage and the backfill, the dimension check, and a real worker."""
+updates, a Redis outage and the backfill, the tasks' names, the dimension check, and a
+real worker."""
 
+import ast
+import json
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 from django.db import connection
 from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.schedulers import DatabaseScheduler
 
 from memories import tasks
 from memories.embeddings import EmbeddingDimensionMismatch, HashingEmbeddingProvider
@@ -19,6 +25,7 @@ from memories.services.embedding import (
     embedding_space_get,
 )
 from memories.worker import worker_startup_check
+from memoryhub.celery import app as celery_app
 from tests.conftest import wait_until
 
 
@@ -99,6 +106,8 @@ def test_a_time_boxed_run_stops_and_queues_the_rest(owner, provider, redis_clien
     # a follow-up task waits in the queue for the two left
     assert redis_client.get(pipeline.QUEUED_FLAG) == b"1"
     assert redis_client.llen("default") == 1
+    message = json.loads(redis_client.lindex("default", 0))
+    assert message["headers"]["task"] == "memories.tasks.embedding_run_task"
     assert pipeline.embedding_run(batch_size=1) == 2  # without a limit: drains everything
 
 
@@ -203,17 +212,53 @@ def test_a_write_while_redis_is_down_succeeds_and_the_backfill_embeds_it(
     assert memory.embedding_status == "pending"
 
     # the backfill leaves a memory alone while its own task may still be on the way ...
-    assert tasks.embedding_backfill() == 0
+    assert tasks.embedding_backfill_task() == 0
     assert provider.calls == []
     # ... and embeds it once it has waited too long
     waited = settings.EMBEDDING["BACKFILL_AFTER_SECONDS"] + 1
     Memory.objects.filter(pk=memory.pk).update(
         created_at=timezone.now() - timedelta(seconds=waited)
     )
-    assert tasks.embedding_backfill() == 1
+    assert tasks.embedding_backfill_task() == 1
     memory.refresh_from_db()
     assert memory.embedding_status == "done"
     assert provider.texts == ["written in an outage"]
+
+
+def test_every_task_sent_by_name_is_registered(settings):
+    """The beat schedule and embedding_enqueue name tasks; a typo would be dropped by the
+    worker as an unregistered task."""
+    names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    names.add(pipeline.EMBEDDING_RUN_TASK)
+    assert names <= set(celery_app.tasks)
+
+
+@pytest.mark.django_db(transaction=True)  # beat runs in autocommit and commits itself
+def test_beat_renames_a_stored_entry_of_an_older_release():
+    """The database scheduler keeps its entries in PeriodicTask; on start it rewrites
+    each one named in the settings, so an entry stored under a task's old name runs the
+    renamed task (and no migration is needed for it)."""
+    every_minute = IntervalSchedule.objects.create(every=60, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(
+        name="embedding-backfill", task="memories.tasks.embedding_backfill", interval=every_minute
+    )
+    DatabaseScheduler(app=celery_app)  # what `celery beat` starts with
+    stored = PeriodicTask.objects.get(name="embedding-backfill")
+    assert stored.task == "memories.tasks.embedding_backfill_task"
+
+
+def test_services_never_import_the_tasks():
+    """Tasks call services; a service sends a task by its name (EMBEDDING_RUN_TASK)."""
+    services = Path(pipeline.__file__).parent
+    importers = []
+    for path in sorted(services.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if "memories.tasks" in modules:
+                importers.append(path.name)
+    assert importers == []
 
 
 class TestDimensionCheck:
