@@ -11,8 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import serializers as s
-from memories.api.scoping import project_of
-from memories.api.users import actor_of
+from memories.api.scoping import actor_of, project_of
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import Project, SettingsRevision
 from memories.services.configuration import (

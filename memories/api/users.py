@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from memories.api import serializers as s
 from memories.api.scoping import (
-    actor_of,  # still imported from here by memories.api.settings
+    actor_of,
     end_user_get,
     idempotent,
     project_of,
