@@ -37,6 +37,20 @@ def violations(package: str) -> list[str]:
     ]
 
 
+def test_services_never_import_the_tasks():
+    """Tasks call services; a service sends a task by its name (EMBEDDING_RUN_TASK)."""
+    services = BASE_DIR / "memories" / "services"
+    importers = []
+    for path in sorted(services.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if "memories.tasks" in modules:
+                importers.append(path.name)
+    assert importers == []
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_follow_the_dependency_rule(package: str) -> None:
     assert violations(package) == []

@@ -1,23 +1,15 @@
-"""The embedding pipeline: claiming with SKIP LOCKED, the content-hash cache, re-runs,
-updates, a Redis outage and the backfill, the tasks' names, the dimension check, and a
-real worker."""
+"""The embedding service: claiming with SKIP LOCKED, the content-hash cache, re-runs,
+updates, concurrent batches and the dimension check."""
 
-import ast
 import json
 import threading
-from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
 from django.db import connection
-from django.utils import timezone
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
-from django_celery_beat.schedulers import DatabaseScheduler
 
-from memories import tasks
 from memories.embeddings import EmbeddingDimensionMismatch, HashingEmbeddingProvider
-from memories.models import Embedding, EmbeddingSpace, Memory, content_hash
+from memories.models import Embedding, EmbeddingSpace, Memory
 from memories.services import embedding as pipeline
 from memories.services.embedding import (
     embedding_process_batch,
@@ -25,48 +17,7 @@ from memories.services.embedding import (
     embedding_space_get,
 )
 from memories.worker import worker_startup_check
-from memoryhub.celery import app as celery_app
-from tests.conftest import wait_until
-
-
-class CountingProvider:
-    """The hashing embedder, recording every batch of texts it is asked to embed."""
-
-    name = "hashing"
-
-    def __init__(self, model: str = "pipeline-test", dimension: int = 16) -> None:
-        self.model, self.dimension = model, dimension
-        self._inner = HashingEmbeddingProvider(model, dimension)
-        self.calls: list[list[str]] = []
-
-    @property
-    def texts(self) -> list[str]:
-        return [text for call in self.calls for text in call]
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return self._inner.embed(texts)
-
-
-@pytest.fixture
-def provider(monkeypatch):
-    """The provider the pipeline uses in these tests (the real model is not needed)."""
-    counting = CountingProvider()
-    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
-    return counting
-
-
-def pending(owner, *texts):
-    """Memories written as the API writes them, without asking a worker."""
-    memories = [
-        Memory(project=owner.project, content=text, content_hash=content_hash(text))
-        for text in texts
-    ]
-    return Memory.objects.bulk_create(memories)
-
-
-def vector_of(memory):
-    return np.asarray(Embedding.objects.get(memory=memory).vector, dtype=np.float32)
+from tests.memories.conftest import CountingProvider, pending, vector_of
 
 
 def test_run_embeds_every_pending_memory_in_batches(owner, provider):
@@ -193,74 +144,6 @@ def test_concurrent_batches_claim_different_memories(owner, provider):
     assert Embedding.objects.count() == 20
 
 
-def test_a_write_while_redis_is_down_succeeds_and_the_backfill_embeds_it(
-    owner, provider, settings, tmp_path, caplog, django_capture_on_commit_callbacks
-):
-    redis_url = settings.REDIS_URL
-    settings.REDIS_URL = f"unix://{tmp_path}/no-redis-here.sock"
-    pipeline._redis.cache_clear()  # the client is made once per process
-    try:
-        with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            response = owner.client.post("/api/v1/memories/", {"content": "written in an outage"})
-        assert response.status_code == 201
-        assert callbacks, "the write did not try to enqueue its embedding"
-        assert "could not enqueue embedding" in caplog.text
-    finally:  # Redis is back
-        settings.REDIS_URL = redis_url
-        pipeline._redis.cache_clear()
-    memory = Memory.objects.get(pk=response.json()["memory"]["id"])
-    assert memory.embedding_status == "pending"
-
-    # the backfill leaves a memory alone while its own task may still be on the way ...
-    assert tasks.embedding_backfill_task() == 0
-    assert provider.calls == []
-    # ... and embeds it once it has waited too long
-    waited = settings.EMBEDDING["BACKFILL_AFTER_SECONDS"] + 1
-    Memory.objects.filter(pk=memory.pk).update(
-        created_at=timezone.now() - timedelta(seconds=waited)
-    )
-    assert tasks.embedding_backfill_task() == 1
-    memory.refresh_from_db()
-    assert memory.embedding_status == "done"
-    assert provider.texts == ["written in an outage"]
-
-
-def test_every_task_sent_by_name_is_registered(settings):
-    """The beat schedule and embedding_enqueue name tasks; a typo would be dropped by the
-    worker as an unregistered task."""
-    names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    names.add(pipeline.EMBEDDING_RUN_TASK)
-    assert names <= set(celery_app.tasks)
-
-
-@pytest.mark.django_db(transaction=True)  # beat runs in autocommit and commits itself
-def test_beat_renames_a_stored_entry_of_an_older_release():
-    """The database scheduler keeps its entries in PeriodicTask; on start it rewrites
-    each one named in the settings, so an entry stored under a task's old name runs the
-    renamed task (and no migration is needed for it)."""
-    every_minute = IntervalSchedule.objects.create(every=60, period=IntervalSchedule.SECONDS)
-    PeriodicTask.objects.create(
-        name="embedding-backfill", task="memories.tasks.embedding_backfill", interval=every_minute
-    )
-    DatabaseScheduler(app=celery_app)  # what `celery beat` starts with
-    stored = PeriodicTask.objects.get(name="embedding-backfill")
-    assert stored.task == "memories.tasks.embedding_backfill_task"
-
-
-def test_services_never_import_the_tasks():
-    """Tasks call services; a service sends a task by its name (EMBEDDING_RUN_TASK)."""
-    services = Path(pipeline.__file__).parent
-    importers = []
-    for path in sorted(services.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            if "memories.tasks" in modules:
-                importers.append(path.name)
-    assert importers == []
-
-
 class TestDimensionCheck:
     def test_a_space_refuses_a_model_of_another_dimension(self, db):
         EmbeddingSpace.objects.create(provider="hashing", model="resized", dimension=64)
@@ -293,26 +176,3 @@ class TestDimensionCheck:
         response = owner.client.post("/api/v1/search/", {"query": "tea", "mode": "vector"})
         assert response.status_code == 500
         assert "64-dimensional" in response.json()["detail"]
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.worker
-def test_a_real_worker_embeds_what_the_api_writes(owner, celery_worker_process):
-    texts = ["My cat is called Whiskers", "I work as a nurse in Boston", "We went skiing in March"]
-    response = owner.client.post(
-        "/api/v1/memories/batch/", {"memories": [{"user": "bob", "content": t} for t in texts]}
-    )
-    assert response.status_code == 201
-    ids = [r["memory"]["id"] for r in response.json()["results"]]
-    # the write returned without waiting for the model (the worker may already be done)
-    assert [r["memory"]["embedding_status"] for r in response.json()["results"]] == ["pending"] * 3
-
-    wait_until(lambda: not Memory.objects.filter(pk__in=ids, embedding_status="pending").exists())
-    space = EmbeddingSpace.objects.get(provider="local", model="all-MiniLM-L6-v2")
-    assert Embedding.objects.filter(memory_id__in=ids, space=space).count() == 3
-    result = owner.client.post(
-        "/api/v1/search/",
-        {"user": "bob", "query": "what is the name of my pet?", "mode": "vector", "k": 1},
-    ).json()
-    assert result["results"][0]["memory"]["content"] == "My cat is called Whiskers"
-    assert result["results"][0]["similarity"] > 0.4
