@@ -11,12 +11,8 @@ from rest_framework.views import APIView
 
 from memories.api import serializers as s
 from memories.api.scoping import project_of
-from memories.models import EndUser, Room
-from memories.services.search import SearchFilters, memory_search
-
-# DRF builds a ModelSerializer's fields anew for every instance (about 1 ms here);
-# to_representation only reads them, so one instance serves every request and thread
-MEMORY_OUTPUT = s.MemoryOutputSerializer()
+from memories.models import EndUser, Project, Room
+from memories.services.search import SearchFilters, SearchResult, memory_search
 
 
 @extend_schema(tags=["search"])
@@ -25,46 +21,47 @@ class SearchView(APIView):
 
     @extend_schema(request=s.SearchInputSerializer, responses=s.SearchOutputSerializer)
     def post(self, request: Request) -> Response:
-        """Vector, keyword or hybrid (RRF) search with filters; `explain` shows each signal."""
-        data = s.SearchInputSerializer(data=request.data)
+        """Auto, vector, keyword or hybrid (RRF) search with filters; `explain` shows each
+        signal. Without `mode`, the project's `search.default_mode`."""
+        project = project_of(request)
+        data = s.SearchInputSerializer(data=request.data, context={"project": project})
         data.is_valid(raise_exception=True)
         params = data.validated_data
-        project = project_of(request)
-        filters = SearchFilters(
-            kinds=params.get("kind", []),
-            metadata=params.get("metadata"),
-            start=params.get("start"),
-            end=params.get("end"),
-        )
-        for name, model, attribute in (("user", EndUser, "end_user_id"), ("room", Room, "room_id")):
-            if name in params:
-                row_id = (
-                    model.objects.filter(project=project, external_id=params[name])
-                    .values_list("pk", flat=True)
-                    .first()
-                )
-                if row_id is None:  # nobody by that id: nothing to find
-                    return Response({"mode": params["mode"], "results": [], "timings_ms": {}})
-                setattr(filters, attribute, row_id)
-        result = memory_search(
-            project=project,
-            query=(params.get("query") or "").strip() or None,
-            embedding=params.get("embedding"),
-            mode=params["mode"],
-            filters=filters,
-            k=params["k"],
-            threshold=params.get("threshold"),
-            explain=params["explain"],
-        )
-        memories = [MEMORY_OUTPUT.to_representation(hit.memory) for hit in result.hits]
-        results = []
-        for hit, memory in zip(result.hits, memories, strict=True):
-            item: dict[str, Any] = {
-                "memory": memory,
-                "score": hit.score,
-                "similarity": hit.similarity,
-            }
-            if params["explain"]:
-                item["explain"] = hit.explain
-            results.append(item)
-        return Response({"mode": result.mode, "results": results, "timings_ms": result.timings_ms})
+        filters = _filters(project, params)
+        if filters is None:  # a user or room the project does not have: nothing to find
+            result = SearchResult(hits=[], mode=params["mode"], timings_ms={})
+        else:
+            result = memory_search(
+                project=project,
+                query=(params.get("query") or "").strip() or None,
+                embedding=params.get("embedding"),
+                mode=params["mode"],
+                filters=filters,
+                k=params["k"],
+                threshold=params.get("threshold"),
+                explain=params["explain"],
+            )
+        output = s.SearchOutputSerializer(result, context={"explain": params["explain"]})
+        return Response(output.data)
+
+
+def _filters(project: Project, params: dict[str, Any]) -> SearchFilters | None:
+    """The request's filters, users and rooms as row ids; None when it names a user or
+    room the project does not have."""
+    filters = SearchFilters(
+        kinds=params.get("kind", []),
+        metadata=params.get("metadata"),
+        start=params.get("start"),
+        end=params.get("end"),
+    )
+    if "user" in params:
+        users = EndUser.objects.for_project(project).by_external_id(params["user"])
+        filters.end_user_id = users.values_list("pk", flat=True).first()
+        if filters.end_user_id is None:
+            return None
+    if "room" in params:
+        rooms = Room.objects.for_project(project).by_external_id(params["room"])
+        filters.room_id = rooms.values_list("pk", flat=True).first()
+        if filters.room_id is None:
+            return None
+    return filters

@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memories.config import settings_schema
 from memories.models import EndUser, Memory, MemoryRevision, Room, SettingsRevision
+from memories.services.configuration import project_settings_get
 from memories.services.search import SearchMode
 
 
@@ -230,9 +232,9 @@ class SearchInputSerializer(serializers.Serializer):
     )  # fmt: skip
     mode = serializers.ChoiceField(
         choices=SearchMode.ALL,
-        default=SearchMode.AUTO,
-        help_text="auto (default: BM25 + cosine, with neighbouring turns), vector, keyword, "
-        "hybrid (RRF)",
+        required=False,
+        help_text="auto (BM25 + cosine, with neighbouring turns), vector, keyword, hybrid "
+        "(RRF); absent: the project's search.default_mode (auto unless changed).",
     )
     user = external_id_field(required=False)
     room = external_id_field(required=False)
@@ -265,6 +267,10 @@ class SearchInputSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Also sets ``mode`` when absent: the default of the project in the context."""
+        if "mode" not in attrs:
+            policy = project_settings_get(project=self.context["project"]).search
+            attrs["mode"] = policy.default_mode
         query = (attrs.get("query") or "").strip()
         if attrs["mode"] == SearchMode.KEYWORD and not query:
             raise serializers.ValidationError({"query": ["Keyword search needs a query text."]})
@@ -275,16 +281,42 @@ class SearchInputSerializer(serializers.Serializer):
         return attrs
 
 
+# DRF builds a ModelSerializer's fields anew for every instance, which costs more than
+# rendering a memory; to_representation only reads them, so one instance serves every
+# request and thread
+MEMORY_OUTPUT = MemoryOutputSerializer()
+
+
+@extend_schema_field(MemoryOutputSerializer)
+class SharedMemoryField(serializers.Field):
+    """A memory, rendered by MEMORY_OUTPUT (output only)."""
+
+    def to_representation(self, value: Memory) -> dict[str, Any]:
+        return MEMORY_OUTPUT.to_representation(value)
+
+
+class ExplainField(serializers.DictField):
+    """Each signal's part of the score; present only when the context asks for it."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        if not self.context.get("explain"):
+            raise serializers.SkipField()
+        return super().get_attribute(instance)
+
+
 class SearchHitOutputSerializer(serializers.Serializer):
-    memory = MemoryOutputSerializer()
+    memory = SharedMemoryField()
     score = serializers.FloatField()
     similarity = serializers.FloatField(allow_null=True, help_text="Cosine similarity, 0..1.")
-    explain = serializers.DictField(required=False)
+    explain = ExplainField(
+        required=False, help_text="Each signal's part of the score, when `explain` was asked."
+    )
 
 
+# renders a memories.services.search.SearchResult; context["explain"] adds each hit's explain
 class SearchOutputSerializer(serializers.Serializer):
-    mode = serializers.CharField()
-    results = SearchHitOutputSerializer(many=True)
+    mode = serializers.CharField(help_text="The mode used.")
+    results = SearchHitOutputSerializer(many=True, source="hits")
     timings_ms = serializers.DictField(child=serializers.FloatField())
 
 

@@ -7,7 +7,8 @@ from django.db import connection
 
 from memories.models import EmbeddingSpace, EndUser, Project
 from memories.services.embedding import embedding_space_index_ensure
-from memories.services.search.candidates import SearchFilters, vector_candidates
+from memories.services.search import SearchFilters
+from memories.services.search.vector import vector_candidates
 from tests.conftest import vector_search_plans
 
 ROWS = 20_000

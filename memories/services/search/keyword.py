@@ -1,0 +1,164 @@
+"""Keyword candidates: BM25 over PostgreSQL full text.
+
+PostgreSQL's ts_rank has no inverse document frequency, so a word found in half the
+memories (a speaker's name, say) counts as much as a rare one: BM25 is computed here
+instead, with OR semantics (a question rarely has all its words in one memory) and
+lengths in distinct lexemes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from memories.config import SearchSettings
+from memories.models import SEARCH_CONFIG, Project
+from memories.services.search.filters import SearchFilters
+
+# The rows that hold query words: one SELECT per branch of the UNION, so the planner
+# sees each tsquery; ``{branch}`` names each branch's parameters.
+MATCHING_SQL = """(
+    SELECT m.id, m.search_vector FROM memories_memory m
+    WHERE m.search_vector @@ %({branch}_tsquery)s::tsquery AND {where}
+    LIMIT %({branch}_limit)s
+)"""
+
+BM25_SQL = """
+WITH docs AS MATERIALIZED (
+    SELECT DISTINCT ON (id) id, search_vector AS sv, length(search_vector) AS dl
+    FROM ({matching}) found
+),
+lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
+terms AS MATERIALIZED (
+    SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
+    FROM docs d CROSS JOIN LATERAL unnest(d.sv) t
+    WHERE t.lexeme = ANY(%(lexemes)s)
+),
+estimated AS (
+    SELECT * FROM unnest(%(estimated_lexemes)s::text[], %(estimated_df)s::float8[])
+    AS e(lexeme, df)
+),
+frequencies AS (
+    SELECT t.lexeme, least(coalesce(max(e.df), count(*)), %(size)s)::float8 AS df
+    FROM terms t LEFT JOIN estimated e USING (lexeme)
+    GROUP BY t.lexeme
+)
+SELECT t.id, sum(
+    ln(1 + (%(size)s - f.df + 0.5) / (f.df + 0.5))
+    * t.tf * (%(k1)s + 1) / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * t.dl / l.avgdl))
+) AS score
+FROM terms t JOIN frequencies f USING (lexeme), lengths l
+GROUP BY t.id
+ORDER BY score DESC
+LIMIT %(limit)s
+"""
+
+
+def keyword_candidates(
+    *,
+    project: Project,
+    text: str,
+    filters: SearchFilters,
+    limit: int,
+    collection_size: int,
+    policy: SearchSettings,
+) -> list[tuple[Any, float]]:
+    """(memory id, BM25 score) of memories sharing words with ``text``, best first,
+    over the filtered set of ``collection_size`` rows (see ``collection_size_get``).
+
+    A filtered set of up to KEYWORD_MAX_MATCHES rows gets exact BM25 over every row
+    holding a query word. In a larger one only that many rows are read: every row
+    holding the rarest words, taken while their estimated rows (ANALYZE's lexeme
+    statistics) fit that budget, plus the first rows holding all the words and the
+    first holding the rarest of the rest. The rest's document frequencies are the
+    estimates. The best BM25 scores come from the rare words; reading every row
+    holding a common word is what made a search of a large project slow.
+    """
+    words = _query_words(text)
+    if not words:
+        return []
+    size = collection_size
+    budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
+    estimates = {lexeme: (frequency or 0.0) * size for lexeme, frequency in words}
+    selective = _selective_words(estimates, size=size, budget=budget)
+    common = [lexeme for lexeme in estimates if lexeme not in selective]
+    matching, params = _matching_sql(
+        project, filters, estimates=estimates, selective=selective, common=common,
+        budget=budget, limit=limit,
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            BM25_SQL.format(matching=matching),
+            {
+                **params, "lexemes": list(estimates),
+                "estimated_lexemes": common, "estimated_df": [estimates[w] for w in common],
+                "size": size, "k1": policy.bm25_k1, "b": policy.bm25_b, "limit": limit,
+            },
+        )  # fmt: skip
+        return [(memory_id, float(score)) for memory_id, score in cursor.fetchall()]
+
+
+def _query_words(text: str) -> list[tuple[str, float | None]]:
+    """The query's lexemes, each with its share of memories_memory rows per ANALYZE's
+    most-common-lexeme statistics (None: not among them, so rarer than all of them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH statistics AS (
+                SELECT s.most_common_elems::text::text[] AS lexemes,
+                       s.most_common_elem_freqs AS frequencies
+                FROM pg_stats s
+                WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory'
+                  AND s.attname = 'search_vector'
+            )
+            SELECT w.lexeme, st.frequencies[array_position(st.lexemes, w.lexeme)]
+            FROM unnest(tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %(text)s))) AS w(lexeme)
+            LEFT JOIN statistics st ON true
+            """,
+            {"text": text},
+        )
+        return [(lexeme, frequency) for lexeme, frequency in cursor.fetchall()]
+
+
+def _selective_words(estimates: dict[str, float], *, size: int, budget: int) -> list[str]:
+    """The rarest words, taken while their estimated rows fit the budget (all of them
+    when the whole filtered set does)."""
+    selective: list[str] = []
+    for lexeme in sorted(estimates, key=estimates.__getitem__):
+        if size > budget and sum(estimates[w] for w in [*selective, lexeme]) > budget:
+            break
+        selective.append(lexeme)
+    return selective
+
+
+def _tsquery(lexemes: list[str], operator: str) -> str:
+    return f" {operator} ".join("'" + lexeme.replace("'", "''") + "'" for lexeme in lexemes)
+
+
+def _matching_sql(
+    project: Project,
+    filters: SearchFilters,
+    *,
+    estimates: dict[str, float],
+    selective: list[str],
+    common: list[str],
+    budget: int,
+    limit: int,
+) -> tuple[str, dict[str, Any]]:
+    """The UNION of the rows to score: every row holding a selective word (up to the
+    budget); when some words are common, the first rows holding every word and the
+    first holding the rarest common word."""
+    where, params = filters.sql(project)
+    branches: list[tuple[str, int]] = []
+    if selective:
+        branches.append((_tsquery(selective, "|"), budget))
+    if common:
+        branches += [(_tsquery(list(estimates), "&"), limit), (_tsquery(common[:1], "|"), limit)]
+    sql = []
+    for number, (tsquery, rows) in enumerate(branches):
+        branch = f"branch{number}"
+        sql.append(MATCHING_SQL.format(branch=branch, where=where))
+        params |= {f"{branch}_tsquery": tsquery, f"{branch}_limit": rows}
+    return " UNION ALL ".join(sql), params

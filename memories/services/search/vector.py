@@ -1,0 +1,265 @@
+"""Vector candidates: the memories nearest the query vector (cosine, pgvector), by an
+exact scan of a small filtered set or by the space's HNSW index with an iterative
+scan; the neighbours of the nearest turns and the distances of other candidates come
+with them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from memories.models import EmbeddingSpace, Project
+from memories.services.search.filters import SearchFilters
+from memories.services.search.neighbours import links_sql, neighbour_ids
+
+
+@dataclass
+class VectorSignal:
+    nearest: list[tuple[Any, float]]  # (memory id, cosine distance), nearest first
+    links: dict[Any, list[Any]]  # message id -> its neighbouring turns' ids
+    distances: dict[Any, float]  # memory id -> cosine distance
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+
+
+def filtered_size(project: Project, filters: SearchFilters, cap: int) -> int:
+    """How many memories pass the filters, counted up to ``cap + 1``."""
+    where, params = filters.sql(project)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {where} LIMIT %(cap)s) s",
+            {**params, "cap": cap + 1},
+        )
+        return int(cursor.fetchone()[0])
+
+
+def collection_size_get(*, project: Project, filters: SearchFilters) -> int:
+    """How many memories pass the filters: counted up to the keyword query's budget
+    (KEYWORD_MAX_MATCHES), past it the planner's estimate (at least the budget + 1),
+    which is close enough to choose between an exact scan and the index. Counting a
+    large set exactly costs more than the search it serves."""
+    cap = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
+    size = filtered_size(project, filters, cap)
+    if size <= cap:
+        return size
+    where, params = filters.sql(project)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {where}", params
+        )
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return max(size, int(plan[0]["Plan"]["Plan Rows"]))
+
+
+def exact_scan_max_rows() -> int:
+    return int(settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
+
+
+def exact_scan(size: int) -> bool:
+    """Whether a filtered set of ``size`` rows is scanned exactly rather than by HNSW."""
+    return size <= exact_scan_max_rows()
+
+
+def vector_signal_get(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+    collection_size: int,
+    linked: set[Any] | None,
+    distance_ids: list[Any],
+) -> VectorSignal:
+    """The ``limit`` nearest memories; the neighbours of those not in ``linked``
+    (None: no neighbours wanted); the distances of ``distance_ids`` and of those
+    neighbours. An exact scan does it in one round trip, the index in two."""
+    if exact_scan(collection_size):
+        return exact_vector_candidates(
+            project=project, space=space, query=query, filters=filters, limit=limit,
+            link_known=list(linked) if linked is not None else None, distance_ids=distance_ids,
+        )  # fmt: skip
+    nearest = index_vector_candidates(
+        project=project, space=space, query=query, filters=filters, limit=limit
+    )
+    found = {memory_id for memory_id, _ in nearest}
+    # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
+    link_ids = [m for m, _ in nearest if m not in linked] if linked is not None else []
+    unscored = [memory_id for memory_id in distance_ids if memory_id not in found]
+    if not (link_ids or unscored):
+        return VectorSignal(nearest, {}, {})
+    links, distances = neighbours_and_distances(
+        project=project, filters=filters, space=space, query=query,
+        link_ids=link_ids, distance_ids=unscored,
+    )  # fmt: skip
+    return VectorSignal(nearest, links, distances)
+
+
+def vector_candidates(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+) -> list[tuple[Any, float]]:
+    """(memory id, cosine distance) of the nearest embedded memories, nearest first,
+    by the scan ``exact_scan`` chooses for the filtered set."""
+    if exact_scan(collection_size_get(project=project, filters=filters)):
+        return exact_vector_candidates(
+            project=project, space=space, query=query, filters=filters, limit=limit,
+            link_known=None, distance_ids=[],
+        ).nearest  # fmt: skip
+    return index_vector_candidates(
+        project=project, space=space, query=query, filters=filters, limit=limit
+    )
+
+
+def index_vector_candidates(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+) -> list[tuple[Any, float]]:
+    """``vector_candidates`` through the space's HNSW index.
+
+    A filtered HNSW scan can stop short of ``limit`` rows (the index yields its
+    ef_search nearest rows, then the filter drops most of them): pgvector's iterative
+    scan keeps reading the graph until enough rows pass the filter. The cast to the
+    space's dimension and the space id written into the SQL are what let the planner
+    match the space's partial expression index.
+    """
+    where, params = filters.sql(project)
+    dim = int(space.dimension)
+    ef_search = int(min(max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit), 1000))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(
+            f"""
+            SELECT e.memory_id,
+                   (e.vector::vector({dim})) <=> %(query_vector)s::vector({dim}) AS distance
+            FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
+            WHERE e.space_id = {int(space.pk)} AND {where}
+            ORDER BY distance LIMIT %(limit)s
+            """,
+            {**params, "query_vector": vector_literal(query), "limit": limit},
+        )
+        rows = cursor.fetchall()
+    rows.sort(key=lambda row: row[1])  # relaxed_order may return rows slightly out of order
+    return [(memory_id, float(distance)) for memory_id, distance in rows]
+
+
+def neighbours_and_distances(
+    *,
+    project: Project,
+    filters: SearchFilters,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    link_ids: list[Any],
+    distance_ids: list[Any],
+) -> tuple[dict[Any, list[Any]], dict[Any, float]]:
+    """The neighbouring turns of ``link_ids``, and the cosine distances of
+    ``distance_ids`` and of those neighbours, in one round trip."""
+    links_select, params = links_sql(project, filters)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH links AS MATERIALIZED ({links_select}),
+            wanted AS (
+                SELECT unnest(%(distance_ids)s::uuid[]) AS id
+                UNION SELECT previous FROM links UNION SELECT following FROM links
+            )
+            SELECT true, id, previous, following, NULL::float8 FROM links
+            UNION ALL
+            SELECT false, e.memory_id, NULL, NULL, e.vector <=> %(query_vector)s::vector
+            FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
+            WHERE e.space_id = {int(space.pk)}
+            """,
+            {
+                **params,
+                "link_ids": list(link_ids),
+                "distance_ids": list(distance_ids),
+                "query_vector": vector_literal(query),
+            },
+        )
+        links: dict[Any, list[Any]] = {}
+        distances: dict[Any, float] = {}
+        for is_link, memory_id, previous, following, distance in cursor.fetchall():
+            if is_link:
+                links[memory_id] = neighbour_ids(previous, following)
+            else:
+                distances[memory_id] = float(distance)
+        return links, distances
+
+
+EXACT_SQL = """
+WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where}),
+scored AS MATERIALIZED (
+    SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
+    FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
+    WHERE e.space_id = {space_id}
+),
+nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance LIMIT %(limit)s),
+links AS MATERIALIZED ({links} AND %(with_links)s),
+wanted AS (
+    SELECT unnest(%(distance_ids)s::uuid[]) AS id
+    UNION SELECT previous FROM links UNION SELECT following FROM links
+)
+SELECT 0, id, distance, NULL::uuid, NULL::uuid FROM nearest
+UNION ALL SELECT 1, id, NULL, previous, following FROM links
+UNION ALL SELECT 2, s.id, s.distance, NULL, NULL FROM scored s JOIN wanted USING (id)
+"""
+
+
+def exact_vector_candidates(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+    link_known: list[Any] | None,
+    distance_ids: list[Any],
+) -> VectorSignal:
+    """The nearest memories by an exact scan of a small filtered set, with
+    ``neighbours_and_distances`` for the result, in one round trip.
+
+    The untyped operator cannot use the (cast) HNSW index: an exact scan by design.
+    It computes every filtered row's distance anyway, so the distances the ranking
+    needs (keyword candidates', neighbours') come from it for free. Links are looked
+    up for the nearest rows not in ``link_known``; ``None``: no links.
+    """
+    where, params = filters.sql(project)
+    links, links_params = links_sql(
+        project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            EXACT_SQL.format(where=where, space_id=int(space.pk), links=links),
+            {
+                **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
+                "link_known": list(link_known or []), "with_links": link_known is not None,
+                "distance_ids": list(distance_ids),
+            },
+        )  # fmt: skip
+        signal = VectorSignal([], {}, {})
+        for part, memory_id, distance, previous, following in cursor.fetchall():
+            if part == 0:
+                signal.nearest.append((memory_id, float(distance)))
+            elif part == 1:
+                signal.links[memory_id] = neighbour_ids(previous, following)
+            else:
+                signal.distances[memory_id] = float(distance)
+    signal.nearest.sort(key=lambda row: row[1])
+    return signal
