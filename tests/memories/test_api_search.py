@@ -42,6 +42,12 @@ def top(result):
     return [hit["memory"]["content"] for hit in result["results"]]
 
 
+def search_settings(tenant, **values):
+    """The project's search settings overridden (validation is the configuration's)."""
+    tenant.project.settings = {"search": values}
+    tenant.project.save()
+
+
 @pytest.mark.parametrize(
     "query, expected",
     [
@@ -93,6 +99,92 @@ def test_auto_is_the_default_mode(corpus):
     assert {"base", "neighbours", "fused", "keyword_norm"} <= result["results"][0]["explain"].keys()
 
 
+def test_a_request_without_mode_uses_the_projects_default_mode(corpus):
+    search_settings(corpus, default_mode="keyword")
+    result = search(corpus, query="Whiskers", user="alice")
+    assert result["mode"] == "keyword"
+    # keyword mode returns only memories holding the word; auto would fill k with others
+    assert top(result) == ["My cat is called Whiskers"]
+    assert len(search(corpus, query="Whiskers", user="alice", mode="auto")["results"]) > 1
+    # nothing to find: still the mode that would have been used
+    assert search(corpus, query="Whiskers", user="nobody") == {
+        "mode": "keyword", "results": [], "timings_ms": {}
+    }  # fmt: skip
+    response = corpus.client.post(SEARCH, {"embedding": [0.1] * 384})
+    assert response.status_code == 400
+    assert "query" in response.json()
+
+
+def test_search_settings_of_one_project_change_its_ranking_only(owner, outsider):
+    """Both projects hold the same memories; only the owner weighs BM25 alone. "cat" and
+    "Alps" each match one memory; the cat's is the shorter, so BM25 prefers it, while
+    the cosine signal prefers the Alps (the default ranking)."""
+    for tenant in (owner, outsider):
+        items = [{"user": "alice", "content": text} for text in ALICE]
+        assert tenant.client.post("/api/v1/memories/batch/", {"memories": items}).status_code == 201
+    embed_pending()
+    query = {"query": "cat Alps", "user": "alice", "mode": "auto", "k": 3}
+    default = top(search(owner, **query))
+    assert default[0] == "We went skiing in the Alps last March"
+    assert top(search(outsider, **query)) == default
+
+    search_settings(owner, keyword_weight=1.0)
+    assert top(search(owner, **query))[:2] == [
+        "My cat is called Whiskers", "We went skiing in the Alps last March"
+    ]  # fmt: skip
+    assert top(search(outsider, **query)) == default
+
+
+def test_hybrid_fuses_ranks_with_the_projects_rrf_k(corpus):
+    search_settings(corpus, rrf_k=20)
+    hit = search(corpus, query="Whiskers the cat", user="alice", mode="hybrid", explain=True)
+    explain = hit["results"][0]["explain"]
+    assert explain["vector_rank"] == 1 and explain["keyword_rank"] == 1
+    assert explain["rrf"] == pytest.approx(2 / 21)
+    assert hit["results"][0]["score"] == pytest.approx(1.0)  # first in both lists
+
+
+def test_keyword_scores_use_the_projects_bm25_parameters(corpus):
+    """Two matches of different lengths, equally rare words: b weighs the length."""
+    query = {"query": "cat Toronto", "user": "alice", "mode": "keyword", "explain": True}
+
+    def scores():
+        hits = search(corpus, **query)["results"]
+        return {hit["memory"]["content"]: hit["explain"]["keyword_score"] for hit in hits}
+
+    default = scores()
+    assert len(default) == 2
+    assert (
+        default["My cat is called Whiskers"]
+        > default["My sister lives in Toronto with her two kids"]
+    )  # the shorter memory
+    search_settings(corpus, bm25_b=0.0)
+    unweighted = scores()
+    assert unweighted["My cat is called Whiskers"] == pytest.approx(
+        unweighted["My sister lives in Toronto with her two kids"]
+    )
+
+
+def test_importance_weight_ranks_by_importance(corpus):
+    nurse = Memory.objects.get(content__startswith="I work as a nurse")
+    Memory.objects.filter(pk=nurse.pk).update(importance=1.0)
+    Memory.objects.filter(project=corpus.project).exclude(pk=nurse.pk).update(importance=0.0)
+    query = {"query": "Whiskers the cat", "user": "alice", "explain": True}
+    assert top(search(corpus, **query))[0] == "My cat is called Whiskers"
+    search_settings(corpus, importance_weight=1.0)
+    result = search(corpus, **query)
+    assert top(result)[0] == nurse.content
+    assert result["results"][0]["explain"]["weights"] == {"recency": 0.0, "importance": 1.0}
+
+
+def test_timings_of_each_step(corpus):
+    timings = search(corpus, query="Toronto", user="alice", mode="auto")["timings_ms"]
+    steps = {"keyword", "neighbours", "vector", "embed_query", "embed_wait", "total"}
+    assert steps <= timings.keys()
+    assert all(value >= 0 for value in timings.values())
+    assert "keyword" not in search(corpus, query="Toronto", mode="vector")["timings_ms"]
+
+
 CHAT = [
     ("assistant", "How are you today?"),
     ("user", "Guess what I finally bought last weekend?"),
@@ -129,6 +221,18 @@ def test_auto_raises_the_turn_next_to_a_match(chat):
     assert by_text["A red vintage Vespa scooter"]["neighbours"] > 0
     # the other room's turn gets nothing from this room's turns
     assert by_text["What did I buy? Groceries, as always"]["neighbours"] == 0
+
+
+def test_auto_neighbour_weight_is_the_projects(chat):
+    query = {"query": "what did carol buy last weekend", "user": "carol", "mode": "auto"}
+    search_settings(chat, neighbour_weight=0.0)
+    explained = search(chat, **query, k=10, explain=True)
+    by_text = {hit["memory"]["content"]: hit["explain"] for hit in explained["results"]}
+    assert by_text["A red vintage Vespa scooter"]["neighbours"] == 0
+    assert (
+        by_text["A red vintage Vespa scooter"]["fused"]
+        == by_text["A red vintage Vespa scooter"]["base"]
+    )
 
 
 @pytest.mark.parametrize("mode", ["auto", "hybrid", "vector"])
