@@ -38,8 +38,8 @@ and the same PostgreSQL + pgvector server:
    the HTTP + Django floor measured on a view that does nothing).
 
 Workload: the LoCoMo conversations of --locomo (read from ../shared/data, never
-copied into the repository: CC BY-NC), loaded by memories.evaluation.locomo_load;
-each turn's text is its ``Turn.content``. Recall@10 is memories.evaluation's: the
+copied into the repository: CC BY-NC), loaded by bench/locomo.py's locomo_load;
+each turn's text is its ``Turn.content``. Recall@10 is bench/locomo.py's: the
 share of a question's evidence turns among the top 10 (questions whose evidence
 names no turn are skipped), over all questions and categories 1-4.
 
@@ -56,7 +56,6 @@ import contextlib
 import ctypes
 import http.client
 import json
-import logging
 import os
 import platform
 import shutil
@@ -79,6 +78,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.client import summary  # noqa: E402
+from bench.locomo import Conversation, Question, locomo_load, recall_scores  # noqa: E402
 from bench.stack import busy_seconds, free_port, pgdata_postmaster  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -431,22 +431,7 @@ def quiet_wait(limit: float, monitor: Monitor, threshold: float = SKEW_CORES) ->
 # --- workload ---------------------------------------------------------------------------
 
 
-def locomo_conversations(path: Path, count: int | None, scratch: Path) -> list[Any]:
-    """memories.evaluation.locomo_load, imported with Django set up against nothing:
-    settings need a database and Redis URL, never used here (no query is made)."""
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="memoryhub.settings",
-        DATABASE_URL="postgres://postgres@%2Fnonexistent/unused",
-        REDIS_URL="unix:///nonexistent/redis.sock",
-        MEMORYHUB_DATA_DIR=str(scratch / "django-import"),
-        SECRET_KEY="unused-" + os.urandom(8).hex(),
-    )
-    import django
-
-    django.setup()
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
-    from memories.evaluation import locomo_load
-
+def locomo_conversations(path: Path, count: int | None) -> list[Conversation]:
     conversations = locomo_load(path)
     return conversations[:count] if count else conversations
 
@@ -466,7 +451,7 @@ def workload_build(conversations: list[Any]) -> dict[str, Any]:
                     "user_id": conversation.sample_id,
                     "content": turn.content,
                     "metadata": metadata,
-                    # MemoryHub only (memories.evaluation.locomo_ingest does the same):
+                    # MemoryHub only (bench/locomo.py's locomo_ingest does the same):
                     # a room per session and the turn's time
                     "room": f"{conversation.sample_id}-session-{turn.session}",
                     "created_at": turn.date.isoformat(),
@@ -509,25 +494,14 @@ def workload_build(conversations: list[Any]) -> dict[str, Any]:
 
 
 def recall(workload: dict[str, Any], ranked: dict[int, list[str | None]]) -> dict[str, Any]:
-    """memories.evaluation's recall@k and hit@k at k = K, per category, over all and 1-4."""
-    from memories.evaluation import CATEGORIES
-
-    buckets: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for query in workload["queries"]:
-        evidence = set(query["evidence"])
-        found = evidence & set(ranked[query["qid"]][:K])
-        for bucket in (CATEGORIES[query["category"]], "all", "cat1-4"):
-            if bucket == "cat1-4" and query["category"] == 5:
-                continue
-            buckets[bucket][f"recall@{K}"].append(len(found) / len(evidence))
-            buckets[bucket][f"hit@{K}"].append(1.0 if found else 0.0)
-    return {
-        bucket: {
-            "questions": len(values[f"recall@{K}"]),
-            **{name: round(100 * statistics.fmean(v), 1) for name, v in values.items()},
-        }
-        for bucket, values in buckets.items()
-    }
+    """bench/locomo.py's recall@k and hit@k at k = K, per category, over all and 1-4."""
+    return recall_scores(
+        (
+            (Question(q["text"], q["category"], set(q["evidence"])), ranked[q["qid"]])
+            for q in workload["queries"]
+        ),
+        ks=(K,),
+    )
 
 
 # --- phases -----------------------------------------------------------------------------
@@ -933,7 +907,7 @@ def main() -> int:
     scratch_reset(scratch)
     venv = mem0_venv(scratch / "venv", fresh=args.fresh_venv)
 
-    conversations = locomo_conversations(args.locomo, count, scratch)
+    conversations = locomo_conversations(args.locomo, count)
     workload = workload_build(conversations)
     repeated = len(workload["queries"]) - len(
         {(q["user_id"], q["text"]) for q in workload["queries"]}
