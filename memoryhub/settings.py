@@ -253,24 +253,16 @@ EMBEDDING: dict[str, Any] = {
     "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),
     "WORKER_NICE": env_int("EMBEDDING_WORKER_NICE", 5),
 }
+# Machine knobs of search (speed against exactness). The ranking policy (weights,
+# RRF k, BM25 parameters, default mode) is per project: memories/config.py.
 RETRIEVAL: dict[str, Any] = {
-    "RRF_K": env_int("RETRIEVAL_RRF_K", 60),
     # candidates taken from each signal before fusion, as a multiple of k
     "CANDIDATE_MULTIPLIER": env_int("RETRIEVAL_CANDIDATE_MULTIPLIER", 4),
     "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
     # below this many rows in the filtered set an exact scan beats the index
     "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),
-    # keyword ranking: BM25 over the rows matching any query word
-    "BM25_K1": env_float("RETRIEVAL_BM25_K1", 1.2),
-    "BM25_B": env_float("RETRIEVAL_BM25_B", 0.75),
     # keyword search reads at most this many rows; up to it, BM25 is exact
     "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 2_000),
-    # auto mode: weight of BM25 against cosine, and of the neighbouring turns' scores
-    "AUTO_KEYWORD_WEIGHT": env_float("RETRIEVAL_AUTO_KEYWORD_WEIGHT", 0.5),
-    "NEIGHBOUR_WEIGHT": env_float("RETRIEVAL_NEIGHBOUR_WEIGHT", 0.3),
-    "RECENCY_WEIGHT": env_float("RETRIEVAL_RECENCY_WEIGHT", 0.0),
-    "RECENCY_HALF_LIFE_DAYS": env_float("RETRIEVAL_RECENCY_HALF_LIFE_DAYS", 30.0),
-    "IMPORTANCE_WEIGHT": env_float("RETRIEVAL_IMPORTANCE_WEIGHT", 0.0),
 }
 
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
