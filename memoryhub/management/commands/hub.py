@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
@@ -58,6 +59,7 @@ class Command(BaseCommand):
         self.check_port_free(options["host"], options["port"])
         children: dict[str, subprocess.Popen[bytes]] = {}
         try:
+            self.report_checks()
             call_command("migrate", interactive=False, verbosity=0)
             credentials = None if options["no_demo"] else self.demo_credentials()
             connections.close_all()
@@ -71,6 +73,13 @@ class Command(BaseCommand):
             if redis is not None:
                 redis.stop()
             self.stdout.write("MemoryHub stopped.")
+
+    def report_checks(self) -> None:
+        """The system checks' warnings (e.g. a setting that is no longer read)."""
+        for message in checks.run_checks():
+            self.stderr.write(
+                f"{message}\n\tHINT: {message.hint}" if message.hint else str(message)
+            )
 
     def check_port_free(self, host: str, port: int) -> None:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
