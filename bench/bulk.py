@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,9 @@ class BulkLoader:
         self._sources: Sources | None = None
 
     def _one(self, query: str, *params: Any) -> Any:
-        return self.db.execute(query, params).fetchone()[0]
+        row = self.db.execute(query, params).fetchone()
+        assert row is not None
+        return row[0]
 
     def close(self) -> None:
         self.db.close()
@@ -167,8 +169,9 @@ class BulkLoader:
         first = self._one(
             "SELECT min(created_at) FROM memories_memory WHERE project_id = %s", self.project_id
         )
-        base = np.datetime64(first.astimezone(UTC).replace(tzinfo=None), "us")
-        base -= np.timedelta64(count * SECONDS_APART, "s")
+        # the bulk rows come before the real ones, SECONDS_APART apart
+        earliest = first.astimezone(UTC).replace(tzinfo=None)
+        base = np.datetime64(earliest - timedelta(seconds=count * SECONDS_APART), "us")
         with tqdm(total=count, unit="rows", desc="  bulk COPY", mininterval=5, delay=5) as bar:
             for start in range(0, count, CHUNK):
                 size = min(CHUNK, count - start)
@@ -191,7 +194,7 @@ class BulkLoader:
     def _indexes_drop(self) -> dict[str, str]:
         """Drop the space's HNSW index and the keyword index; their definitions, to rebuild."""
         names = [f"embedding_hnsw_space_{int(self.space_id)}", KEYWORD_INDEX]
-        definitions = dict(
+        definitions: dict[str, str] = dict(
             self.db.execute(
                 "SELECT indexname, indexdef FROM pg_indexes "
                 "WHERE schemaname = current_schema() AND indexname = ANY(%s)",
@@ -230,7 +233,7 @@ class BulkLoader:
             """,
             [self.project_id, f"bulk-{self.loads}-", count],
         ).fetchall()
-        ids = dict(rows)
+        ids: dict[str, Any] = dict(rows)
         return [ids[f"bulk-{self.loads}-{number:06d}"] for number in range(count)]
 
     def _copy_chunk(self, start: int, size: int, rooms: list[int], base: np.datetime64) -> None:

@@ -56,11 +56,14 @@ class Api:
             raise ApiError(f"POST {path}: {status} {str(data)[:500]}")
         return data, elapsed
 
-    def get(self, path: str) -> Any:
-        status, data, _ = self.call("GET", path)
-        if status != 200:
+    def get_timed(self, path: str, expect: int = 200) -> tuple[Any, float]:
+        status, data, elapsed = self.call("GET", path)
+        if status != expect:
             raise ApiError(f"GET {path}: {status} {str(data)[:500]}")
-        return data
+        return data, elapsed
+
+    def get(self, path: str) -> Any:
+        return self.get_timed(path)[0]
 
     def close(self) -> None:
         if self.connection is not None:

@@ -414,6 +414,8 @@ def evaluation_run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         progress=bar.update,
                     )
                 )  # fmt: skip
+    if args.settings:
+        print(f"project settings: {json.dumps(args.settings)}")
     table_print(reports)
     if args.json:
         args.json.write_text(json.dumps(reports, indent=2))

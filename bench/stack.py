@@ -43,22 +43,61 @@ def pgdata_postmaster(pgdata: Path) -> Any:
     return PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
 
 
-def scratch_reset(folder: Path) -> None:
-    """Delete the scratch folder, first stopping servers a crashed earlier run left in it."""
-    if not folder.exists():
-        return
-    info = pgdata_postmaster(folder / "pg") if (folder / "pg").exists() else None
+def servers_stop(data_dir: Path) -> None:
+    """Stop the PostgreSQL and Redis a crashed earlier run left running in a data folder."""
+    info = pgdata_postmaster(data_dir / "pg") if (data_dir / "pg").exists() else None
     if info is not None and info.is_running():
-        print(f"  stopping a PostgreSQL left running in {folder / 'pg'} (pid {info.pid})")
+        print(f"  stopping a PostgreSQL left running in {data_dir / 'pg'} (pid {info.pid})")
         info.process.send_signal(signal.SIGINT)  # fast shutdown
         info.process.wait(30)
     for process in psutil.process_iter(["pid", "name", "cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
-        if "redis-server" in cmdline and str(folder / "redis") in cmdline:
-            print(f"  stopping a Redis left running in {folder / 'redis'} (pid {process.pid})")
+        if "redis-server" in cmdline and str(data_dir / "redis") in cmdline:
+            print(f"  stopping a Redis left running in {data_dir / 'redis'} (pid {process.pid})")
             process.terminate()
             process.wait(10)
-    shutil.rmtree(folder)
+
+
+def scratch_reset(folder: Path, *, keep: tuple[str, ...] = ()) -> None:
+    """Delete the scratch folder but its entries named in ``keep``, first stopping the
+    servers a crashed earlier run left in it (a hub data folder inside it is the
+    caller's to stop, with servers_stop)."""
+    if not folder.exists():
+        return
+    servers_stop(folder)
+    if not keep:
+        shutil.rmtree(folder)
+        return
+    for child in folder.iterdir():
+        if child.name in keep:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def hub_env(data_dir: Path, threads: int, embed_batch: int) -> dict[str, str]:
+    """The hub's environment: ours, on the scratch folder's own embedded servers, with
+    the local model on ``threads`` torch threads."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTEST_VERSION", "ACCESS_LOG")
+    }
+    env.update(
+        MEMORYHUB_DATA_DIR=str(data_dir),
+        DATABASE_URL="",  # empty, not unset: a developer's .env cannot point us elsewhere
+        REDIS_URL="",
+        EMBEDDING_PROVIDER="local",
+        EMBEDDING_MODEL="all-MiniLM-L6-v2",
+        EMBEDDING_DIMENSION="384",
+        EMBEDDING_TORCH_THREADS=str(threads),
+        EMBEDDING_BATCH_SIZE=str(embed_batch),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    return env
 
 
 def _die_with_parent() -> None:
@@ -131,11 +170,15 @@ class Hub:
             raise RuntimeError(f"manage.py {' '.join(command)} failed:\n{result.stderr}")
         return result.stdout
 
-    def database_conninfo(self) -> str:
+    def socket_dir(self) -> str:
+        """The folder of the hub's PostgreSQL socket (the host other clients connect to)."""
         info = pgdata_postmaster(self.data_dir / "pg")
         if info is None or info.socket_dir is None:
             raise RuntimeError(f"no running PostgreSQL in {self.data_dir / 'pg'}")
-        return f"host={info.socket_dir} dbname=memoryhub user=postgres"
+        return str(info.socket_dir)
+
+    def database_conninfo(self, dbname: str = "memoryhub") -> str:
+        return f"host={self.socket_dir()} dbname={dbname} user=postgres"
 
     def stop(self, timeout: float = 60) -> dict[str, Any]:
         """SIGINT, as Ctrl-C; SIGKILL only if it does not stop in time."""
@@ -193,12 +236,17 @@ class Hub:
 
 class Monitor:
     """Samples the hub's processes every ``interval`` s in a thread: RSS per role and
-    CPU use, ours versus the rest of the machine (other sessions share these cores)."""
+    CPU use, ours versus the rest of the machine (other sessions share these cores).
 
-    def __init__(self, hub: Hub, interval: float = 1.0) -> None:
+    ``runner``, when set, is one more process of ours (with its children), such as
+    the mem0 runner of bench/compare_mem0.py."""
+
+    def __init__(self, hub: Hub, interval: float = 1.0, roles_every: float = 5.0) -> None:
         self.hub = hub
         self.interval = interval
+        self.roles_every = roles_every  # workers can be replaced: look for them again
         self.phase = "start"
+        self.runner: psutil.Process | None = None
         self.peaks: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
         self._stop = threading.Event()
@@ -213,40 +261,56 @@ class Monitor:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():
+            self._thread.join(5)
 
     def _peak(self, phase: str, name: str, value: float) -> None:
         for key in (phase, "all"):
             bucket = self.peaks.setdefault(key, {})
             bucket[name] = max(bucket.get(name, 0.0), value)
 
+    def _runner_processes(self) -> list[psutil.Process]:
+        runner = self.runner
+        if runner is None:
+            return []
+        try:
+            return [runner, *runner.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def _cpu_since_seen(self, key: int, process: psutil.Process) -> float:
+        """CPU seconds the process used since the last sample (0 the first time)."""
+        times = process.cpu_times()
+        total = times.user + times.system
+        used = total - self._cpu_seen.get(key, total)
+        self._cpu_seen[key] = total
+        return used
+
+    def _sample(self, phase: str) -> float:
+        """Record each role's RSS; returns the CPU seconds our processes used since the
+        last sample."""
+        ours = 0.0
+        for role, processes in {**self._roles, "runner": self._runner_processes()}.items():
+            rss = []
+            for process in processes:
+                try:
+                    rss.append(process.memory_info().rss / 2**20)
+                    ours += self._cpu_since_seen(process.pid, process)
+                except psutil.Error:
+                    continue
+            if rss:
+                self._peak(phase, f"{role}_max_mib", max(rss))
+                self._peak(phase, f"{role}_sum_mib", sum(rss))
+        return ours + self._cpu_since_seen(-1, psutil.Process())  # this process
+
     def _run(self) -> None:
-        me = psutil.Process()
         last_busy = busy_seconds()
         while not self._stop.wait(self.interval):
-            if time.monotonic() - self._roles_at > 5:  # workers can be replaced
+            if time.monotonic() - self._roles_at > self.roles_every:
                 self._roles = self.hub.role_processes()
                 self._roles_at = time.monotonic()
             phase = self.phase
-            ours = 0.0
-            for role, processes in self._roles.items():
-                rss = []
-                for process in processes:
-                    try:
-                        rss.append(process.memory_info().rss / 2**20)
-                        times = process.cpu_times()
-                        total = times.user + times.system
-                        ours += total - self._cpu_seen.get(process.pid, total)
-                        self._cpu_seen[process.pid] = total
-                    except psutil.Error:
-                        continue
-                if rss:
-                    self._peak(phase, f"{role}_max_mib", max(rss))
-                    self._peak(phase, f"{role}_sum_mib", sum(rss))
-            times = me.cpu_times()
-            total = times.user + times.system
-            ours += total - self._cpu_seen.get(-1, total)
-            self._cpu_seen[-1] = total
+            ours = self._sample(phase)
             busy = busy_seconds()
             bucket = self.cpu.setdefault(phase, {"wall": 0.0, "busy": 0.0, "ours": 0.0})
             bucket["wall"] += self.interval
@@ -260,6 +324,45 @@ class Monitor:
         if not bucket or not bucket["wall"]:
             return None
         return max(0.0, bucket["busy"] - bucket["ours"]) / bucket["wall"]
+
+    def report(self) -> dict[str, dict[str, float]]:
+        """Per phase: seconds, our CPU seconds, and busy, our and foreign cores."""
+        out = {}
+        for phase, bucket in self.cpu.items():
+            if bucket["wall"]:
+                out[phase] = {
+                    "seconds": bucket["wall"],
+                    "ours_cpu_seconds": round(bucket["ours"], 1),
+                    "busy_cores": round(bucket["busy"] / bucket["wall"], 2),
+                    "ours_cores": round(bucket["ours"] / bucket["wall"], 2),
+                    "foreign_cores": round(
+                        max(0.0, bucket["busy"] - bucket["ours"]) / bucket["wall"], 2
+                    ),
+                }
+        return out
+
+    def quiet_wait(self, limit: float, threshold: float, seconds: float = 3.0) -> float:
+        """Wait up to ``limit`` s until other processes use under ``threshold`` cores
+        over ``seconds`` (the hub's and our own work does not count, unlike
+        quiet_wait()); returns the cores they used last. The monitor must be running."""
+        deadline = time.monotonic() + limit
+        phase, self.phase = self.phase, "waiting for quiet"
+        try:
+            while True:
+                before = dict(self.cpu.get(self.phase, {"wall": 0.0, "busy": 0.0, "ours": 0.0}))
+                time.sleep(seconds)
+                after = self.cpu.get(self.phase, before)
+                wall = after["wall"] - before["wall"]
+                used = after["busy"] - before["busy"] - (after["ours"] - before["ours"])
+                foreign = max(0.0, used) / wall if wall else 0.0
+                if foreign < threshold or time.monotonic() > deadline:
+                    return foreign
+                print(
+                    f"  waiting for a quiet machine: other processes use {foreign:.2f} cores",
+                    flush=True,
+                )
+        finally:
+            self.phase = phase
 
 
 def quiet_wait(limit: float, threshold: float = 0.3) -> float:
