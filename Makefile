@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCOMO ?= ../shared/data/locomo-dev.json
 
-.PHONY: run test lint bench bench-quick clean
+.PHONY: run test lint bench bench-quick locomo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +32,9 @@ bench: $(STAMP)  ## write/ingest/search benchmarks (not part of the tests)
 
 bench-quick: $(STAMP)
 	$(PY) bench/run.py --quick
+
+locomo: $(STAMP)  ## LoCoMo retrieval quality per search mode (make locomo LOCOMO=FILE.json)
+	$(PY) bench/locomo.py $(LOCOMO)
 
 clean:  ## remove the embedded databases (all local data!) and the virtualenv
 	rm -rf var $(VENV)
