@@ -156,3 +156,10 @@ def vector_search_plans(run):  # type: ignore[no-untyped-def]
                 plans.append("\n".join(row[0] for row in cursor.fetchall()))
             session = []
     return result, plans
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests with the real Celery worker run last: once started, the worker stays for the
+    session and claims rows that other transactional tests write, and its locks
+    deadlock the TRUNCATE that ends each of those tests."""
+    items.sort(key=lambda item: item.get_closest_marker("worker") is not None)
