@@ -44,17 +44,55 @@ class EmbeddingProvider(Protocol):
         """Unit-length float32 vectors, one row per text."""
         ...
 
+    def windows(self, text: str) -> list[tuple[int, int]]:
+        """The (start, end) characters of the windows ``text`` is embedded as: the
+        whole text when the model reads it at once."""
+        ...
+
+
+def token_windows(
+    offsets: list[tuple[int, int]], *, length: int, size: int, overlap: int
+) -> list[tuple[int, int]]:
+    """Windows of ``size`` tokens, each sharing ``overlap`` with the one before, as
+    (start, end) characters of a text of ``length`` characters whose tokens lie at
+    ``offsets``; the first window starts at 0 and the last ends at ``length``."""
+    if len(offsets) <= size:
+        return [(0, length)]
+    step = max(1, size - overlap)
+    windows = []
+    for first in range(0, len(offsets), step):
+        last = min(first + size, len(offsets)) - 1
+        windows.append((offsets[first][0] if first else 0, offsets[last][1]))
+        if last == len(offsets) - 1:
+            break
+    windows[-1] = (windows[-1][0], length)
+    return windows
+
+
+def whole(text: str) -> list[tuple[int, int]]:
+    return [(0, len(text))]
+
 
 class LocalEmbeddingProvider:
     """sentence-transformers on the CPU, from files shipped in a PyPI package."""
 
     name = "local"
 
-    def __init__(self, model: str, dimension: int, batch_size: int, threads: int) -> None:
+    def __init__(
+        self,
+        model: str,
+        dimension: int,
+        batch_size: int,
+        threads: int,
+        window_tokens: int = 0,
+        window_overlap: int = 0,
+    ) -> None:
         self.model = model
         self.dimension = dimension
         self.batch_size = batch_size
         self.threads = threads
+        self.window_tokens = window_tokens
+        self.window_overlap = window_overlap
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -94,6 +132,23 @@ class LocalEmbeddingProvider:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def windows(self, text: str) -> list[tuple[int, int]]:
+        """Windows of the model's own word pieces; the model truncates past
+        ``max_seq_length`` (256 for all-MiniLM-L6-v2, two of them its markers)."""
+        model = self.load()
+        size = model.max_seq_length - 2
+        if self.window_tokens:
+            size = min(size, self.window_tokens)
+        if len(text) <= size:  # a word piece is at least one character
+            return whole(text)
+        encoded = model.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        return token_windows(
+            encoded["offset_mapping"], length=len(text), size=size,
+            overlap=min(self.window_overlap, size // 2),
+        )  # fmt: skip
 
 
 class OpenAIEmbeddingProvider:
@@ -137,6 +192,10 @@ class OpenAIEmbeddingProvider:
             )
         return normalize(vectors)
 
+    def windows(self, text: str) -> list[tuple[int, int]]:
+        """The whole text: the endpoint's model has its own window, unknown here."""
+        return whole(text)
+
 
 class HashingEmbeddingProvider:
     """Feature hashing of word unigrams and bigrams: deterministic, instant, crude."""
@@ -157,6 +216,9 @@ class HashingEmbeddingProvider:
                 vectors[row, bucket] += 1.0 if digest[4] & 1 else -1.0
         return normalize(vectors)
 
+    def windows(self, text: str) -> list[tuple[int, int]]:
+        return whole(text)
+
 
 def torch_threads_set(threads: int | None) -> None:
     """Set torch's intra-op threads (None: one per core), if torch is in use."""
@@ -175,8 +237,9 @@ def _provider(name: str, model: str, dimension: int) -> EmbeddingProvider:
     config = settings.EMBEDDING
     if name == "local":
         return LocalEmbeddingProvider(
-            model, dimension, config["BATCH_SIZE"], config["TORCH_THREADS"]
-        )
+            model, dimension, config["BATCH_SIZE"], config["TORCH_THREADS"],
+            window_tokens=config["WINDOW_TOKENS"], window_overlap=config["WINDOW_OVERLAP"],
+        )  # fmt: skip
     if name == "openai":
         return OpenAIEmbeddingProvider(model, dimension, config["API_URL"], config["API_KEY"])
     if name == "hashing":

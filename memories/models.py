@@ -308,16 +308,24 @@ class EmbeddingSpace(models.Model):
 
 
 class Embedding(models.Model):
-    """A memory's vector in one space. The column is untyped so spaces can differ in size."""
+    """The vector of one window of a memory's text in one space.
+
+    A text longer than the model reads at once is embedded as overlapping windows
+    (memories.embeddings.token_windows), each a row; a memory's similarity to a query
+    is its best window's. The vector column is untyped so spaces can differ in size.
+    """
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="embeddings")
     space = models.ForeignKey(EmbeddingSpace, on_delete=models.CASCADE)
+    window = models.PositiveSmallIntegerField(db_default=0)  # 0, 1, ... in text order
     vector = VectorField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["memory", "space"], name="embedding_memory_space")
+            models.UniqueConstraint(
+                fields=["memory", "space", "window"], name="embedding_memory_space_window"
+            )
         ]
         # The HNSW index per space is created with the space
         # (memories.services.embedding.embedding_space_index_ensure).

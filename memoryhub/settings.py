@@ -241,6 +241,11 @@ EMBEDDING: dict[str, Any] = {
     # before batching, so a larger claim wastes less on padding (BENCHMARKS.md)
     "CLAIM_SIZE": env_int("EMBEDDING_CLAIM_SIZE", 256),
     "TORCH_THREADS": env_int("EMBEDDING_TORCH_THREADS", 0),  # 0: torch's default
+    # a text longer than the model reads at once is embedded as overlapping windows of
+    # this many of the model's tokens (0: as many as the model reads), each window
+    # sharing WINDOW_OVERLAP tokens with the one before (BENCHMARKS.md)
+    "WINDOW_TOKENS": env_int("EMBEDDING_WINDOW_TOKENS", 0),
+    "WINDOW_OVERLAP": env_int("EMBEDDING_WINDOW_OVERLAP", 64),
     # the web processes' torch threads for query vectors (0: TORCH_THREADS). One: the
     # query is embedded while PostgreSQL runs the keyword query on the other core; two
     # threads then wait on each other (BENCHMARKS.md)

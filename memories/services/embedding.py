@@ -15,11 +15,14 @@ import logging
 import time
 from datetime import timedelta
 from functools import cache
+from typing import Any
 
 import redis
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memories.embeddings import EmbeddingDimensionMismatch, EmbeddingProvider, get_provider
@@ -92,8 +95,9 @@ def embedding_process_batch(
     """Claim up to ``size`` pending memories, embed them and mark them done; returns the count.
 
     The claim, the vectors and the status change commit together, so a worker killed
-    mid-batch leaves the rows pending for the next one and a re-run does no harm.
-    Texts whose vector the space already has (same content hash) are not embedded again.
+    mid-batch leaves the rows pending for the next one and a re-run does no harm. A
+    batch takes at most WINDOWS_PER_MEMORY x ``size`` windows (at least one memory):
+    long texts make smaller batches; the rest stay pending for the next.
     """
     with transaction.atomic():
         claimed = list(
@@ -104,32 +108,84 @@ def embedding_process_batch(
         )
         if not claimed:
             return 0
-        hashes = {memory.content_hash for memory in claimed}
-        vectors = dict(
-            Embedding.objects.filter(space=space, memory__content_hash__in=hashes).values_list(
-                "memory__content_hash", "vector"
-            )
-        )
-        missing = {m.content_hash: m.content for m in claimed if m.content_hash not in vectors}
-        if missing:
-            embedded = provider.embed(list(missing.values()))
-            vectors.update(zip(missing.keys(), embedded, strict=True))
+        windows = _windows_within(claimed, provider, budget=WINDOWS_PER_MEMORY * size)
+        claimed = claimed[: len(windows)]
         now = timezone.now()
-        Embedding.objects.bulk_create(
-            [
-                Embedding(
-                    memory_id=m.pk, space=space, vector=vectors[m.content_hash], created_at=now
-                )
-                for m in claimed
-            ],
-            update_conflicts=True,
-            unique_fields=["memory", "space"],
-            update_fields=["vector", "created_at"],
-        )
+        embeddings_replace(memories=claimed, windows=windows, space=space, provider=provider)
         Memory.objects.filter(pk__in=[m.pk for m in claimed]).update(
             embedding_status=Memory.EmbeddingStatus.DONE, embedded_at=now
         )
         return len(claimed)
+
+
+# windows a batch embeds, per memory claimed: room for long texts, a bound on the
+# time and memory one batch takes
+WINDOWS_PER_MEMORY = 4
+
+
+def _windows_within(
+    memories: list[Memory], provider: EmbeddingProvider, *, budget: int
+) -> list[list[tuple[int, int]]]:
+    """The windows of the first memories whose windows fit ``budget`` (at least one)."""
+    windows: list[list[tuple[int, int]]] = []
+    total = 0
+    for memory in memories:
+        spans = provider.windows(memory.content)
+        total += len(spans)
+        if windows and total > budget:
+            break
+        windows.append(spans)
+    return windows
+
+
+def embeddings_replace(
+    *,
+    memories: list[Memory],
+    windows: list[list[tuple[int, int]]],
+    space: EmbeddingSpace,
+    provider: EmbeddingProvider,
+) -> None:
+    """Store the vectors of each memory's ``windows`` in ``space``, replacing whatever
+    it had there, in the caller's transaction: a reader sees the old windows or the
+    new, never a mix. A text the space already holds complete (same content hash, same
+    number of windows) is copied, not embedded again."""
+    wanted = {m.content_hash: spans for m, spans in zip(memories, windows, strict=True)}
+    vectors = _cached_windows(space, wanted)
+    missing = {
+        digest: [m.content[a:b] for a, b in spans]
+        for m, spans in zip(memories, windows, strict=True)
+        if (digest := m.content_hash) not in vectors
+    }
+    if missing:
+        embedded = iter(provider.embed([text for texts in missing.values() for text in texts]))
+        vectors |= {digest: [next(embedded) for _ in texts] for digest, texts in missing.items()}
+    now = timezone.now()
+    Embedding.objects.filter(space=space, memory__in=[m.pk for m in memories]).delete()
+    Embedding.objects.bulk_create(
+        Embedding(memory_id=m.pk, space=space, window=n, vector=vector, created_at=now)
+        for m in memories
+        for n, vector in enumerate(vectors[m.content_hash])
+    )
+
+
+def _cached_windows(
+    space: EmbeddingSpace, wanted: dict[str, list[tuple[int, int]]]
+) -> dict[str, list[Any]]:
+    """The vectors of each wanted text some memory of the space already has, window by
+    window, from a memory holding as many windows as wanted."""
+    rows = (
+        Embedding.objects.filter(space=space, memory__content_hash__in=list(wanted))
+        .order_by("memory_id", "window")
+        .values_list("memory__content_hash", "memory_id", "vector")
+    )
+    by_memory: dict[tuple[str, Any], list[Any]] = {}
+    for digest, memory_id, vector in rows:
+        by_memory.setdefault((digest, memory_id), []).append(vector)
+    return {
+        digest: found
+        for (digest, _), found in by_memory.items()
+        if len(found) == len(wanted[digest])
+    }
 
 
 def embedding_run(  # type: ignore[no-untyped-def]
@@ -170,3 +226,64 @@ def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
             created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)
         )
     return queryset.count()
+
+
+def embedding_rewindow(  # type: ignore[no-untyped-def]
+    *, batch_size: int = 64, progress=None
+) -> int:
+    """Re-embed the embedded memories whose stored windows are not the ones their text
+    gets now: long memories embedded before texts were windowed, or after the window
+    setting changed. Returns how many were re-embedded.
+
+    Batches of ``batch_size`` memories (in id order) commit one by one, each memory's
+    new windows replacing its old ones at once: search keeps serving throughout. A
+    memory being changed meanwhile is skipped (the change re-embeds it anyway).
+    ``progress`` (optional) is called with each batch's count of memories examined.
+    """
+    provider = get_provider()
+    space = embedding_space_get(provider=provider)
+    redone = 0
+    after = None
+    while True:
+        with transaction.atomic():
+            batch = _embedded_after(after, space=space, size=batch_size)
+            if not batch:
+                return redone
+            stale = [
+                (memory, spans)
+                for memory in batch
+                if len(spans := provider.windows(memory.content)) != memory.stored_windows
+            ]
+            if stale:
+                memories, windows = (list(part) for part in zip(*stale, strict=True))
+                embeddings_replace(
+                    memories=memories, windows=windows, space=space, provider=provider
+                )
+        redone += len(stale)
+        after = batch[-1].pk
+        if progress is not None:
+            progress(len(batch))
+
+
+def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[Memory]:
+    """The next ``size`` embedded memories after id ``after``, locked (skipping those
+    locked by a change), each with ``stored_windows``: its windows in ``space``."""
+    windows = (
+        Embedding.objects.filter(memory=OuterRef("pk"), space=space)
+        .values("memory")
+        .annotate(count=Count("*"))
+        .values("count")
+    )
+    queryset = Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE)
+    if after is not None:
+        queryset = queryset.filter(pk__gt=after)
+    return list(
+        queryset.order_by("pk")
+        .select_for_update(skip_locked=True, of=("self",))
+        .only("id", "content", "content_hash")
+        .annotate(stored_windows=Coalesce(Subquery(windows), 0))[:size]
+    )
+
+
+def embedded_count() -> int:
+    return Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE).count()

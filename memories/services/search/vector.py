@@ -1,7 +1,8 @@
 """Vector candidates: the memories nearest the query vector (cosine, pgvector), by an
 exact scan of a small filtered set or by the space's HNSW index with an iterative
 scan; the neighbours of the nearest turns and the distances of other candidates come
-with them."""
+with them. A memory's distance is its nearest window's (a long text is embedded as
+several windows, memories.models.Embedding); each memory comes back once."""
 
 from __future__ import annotations
 
@@ -133,12 +134,47 @@ def index_vector_candidates(
 ) -> list[tuple[Any, float]]:
     """``vector_candidates`` through the space's HNSW index.
 
-    A filtered HNSW scan can stop short of ``limit`` rows (the index yields its
-    ef_search nearest rows, then the filter drops most of them): pgvector's iterative
-    scan keeps reading the graph until enough rows pass the filter. The cast to the
-    space's dimension and the space id written into the SQL are what let the planner
-    match the space's partial expression index.
+    The index holds windows (a long memory has several): the nearest windows are read
+    until ``limit`` distinct memories are among them, each ranked by its nearest
+    window. A filtered HNSW scan can stop short of the rows asked for (the index
+    yields its ef_search nearest rows, then the filter drops most of them): pgvector's
+    iterative scan keeps reading the graph until enough rows pass the filter. The cast
+    to the space's dimension and the space id written into the SQL are what let the
+    planner match the space's partial expression index.
     """
+    windows = limit * 2
+    while True:
+        rows = _nearest_windows(
+            project=project, space=space, query=query, filters=filters, limit=windows
+        )
+        nearest = best_windows(rows)
+        if len(nearest) >= limit or len(rows) < windows or windows >= MAX_WINDOWS_READ:
+            return nearest[:limit]
+        windows = min(windows * 4, MAX_WINDOWS_READ)
+
+
+# the most windows one index search reads looking for enough distinct memories
+MAX_WINDOWS_READ = 10_000
+
+
+def best_windows(rows: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    """(memory id, distance) rows of windows, nearest first -> each memory once, at its
+    nearest window's distance, nearest first."""
+    best: dict[Any, float] = {}
+    for memory_id, distance in rows:
+        best.setdefault(memory_id, distance)
+    return list(best.items())
+
+
+def _nearest_windows(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+) -> list[tuple[Any, float]]:
+    """(memory id, cosine distance) of the ``limit`` nearest windows, nearest first."""
     where, params = filters.sql(project)
     dim = int(space.dimension)
     ef_search = int(min(max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit), 1000))
@@ -182,9 +218,10 @@ def neighbours_and_distances(
             )
             SELECT true, id, previous, following, NULL::float8 FROM links
             UNION ALL
-            SELECT false, e.memory_id, NULL, NULL, e.vector <=> %(query_vector)s::vector
+            SELECT false, e.memory_id, NULL, NULL, min(e.vector <=> %(query_vector)s::vector)
             FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
             WHERE e.space_id = {int(space.pk)}
+            GROUP BY e.memory_id
             """,
             {
                 **params,
@@ -206,9 +243,10 @@ def neighbours_and_distances(
 EXACT_SQL = """
 WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where}),
 scored AS MATERIALIZED (
-    SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
+    SELECT e.memory_id AS id, min(e.vector <=> %(query_vector)s::vector) AS distance
     FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
     WHERE e.space_id = {space_id}
+    GROUP BY e.memory_id
 ),
 nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance LIMIT %(limit)s),
 links AS MATERIALIZED ({links} AND %(with_links)s),
