@@ -21,8 +21,7 @@ import redis
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count
 from django.utils import timezone
 
 from memories.embeddings import EmbeddingDimensionMismatch, EmbeddingProvider, get_provider
@@ -251,8 +250,8 @@ def embedding_rewindow(  # type: ignore[no-untyped-def]
                 return redone
             stale = [
                 (memory, spans)
-                for memory in batch
-                if len(spans := provider.windows(memory.content)) != memory.stored_windows
+                for memory, stored in batch
+                if len(spans := provider.windows(memory.content)) != stored
             ]
             if stale:
                 memories, windows = (list(part) for part in zip(*stale, strict=True))
@@ -260,29 +259,29 @@ def embedding_rewindow(  # type: ignore[no-untyped-def]
                     memories=memories, windows=windows, space=space, provider=provider
                 )
         redone += len(stale)
-        after = batch[-1].pk
+        after = batch[-1][0].pk
         if progress is not None:
             progress(len(batch))
 
 
-def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[Memory]:
+def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[tuple[Memory, int]]:
     """The next ``size`` embedded memories after id ``after``, locked (skipping those
-    locked by a change), each with ``stored_windows``: its windows in ``space``."""
-    windows = (
-        Embedding.objects.filter(memory=OuterRef("pk"), space=space)
-        .values("memory")
-        .annotate(count=Count("*"))
-        .values("count")
-    )
+    locked by a change), each with the number of its windows in ``space``."""
     queryset = Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE)
     if after is not None:
         queryset = queryset.filter(pk__gt=after)
-    return list(
+    memories = list(
         queryset.order_by("pk")
-        .select_for_update(skip_locked=True, of=("self",))
-        .only("id", "content", "content_hash")
-        .annotate(stored_windows=Coalesce(Subquery(windows), 0))[:size]
+        .select_for_update(skip_locked=True)
+        .only("id", "content", "content_hash")[:size]
     )
+    stored = dict(
+        Embedding.objects.filter(space=space, memory__in=memories)
+        .values("memory")
+        .annotate(count=Count("*"))
+        .values_list("memory", "count")
+    )
+    return [(memory, stored.get(memory.pk, 0)) for memory in memories]
 
 
 def embedded_count() -> int:
