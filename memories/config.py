@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, get_type_hints
 
 SEARCH_MODES = ("auto", "vector", "keyword", "hybrid")
+WINDOW_AGGREGATES = ("mean", "max")
 
 
 def setting(
@@ -71,6 +72,13 @@ class SearchSettings:
         "Share of the final score given to a memory's importance (every mode).",
         minimum=0.0,
         maximum=1.0,
+    )
+    window_aggregate: str = setting(
+        "mean",
+        "A memory embedded as several windows (longer than the model reads at once) is "
+        "scored by the mean of its windows' cosine similarities (the whole memory) or by "
+        "the max (its best passage).",
+        choices=WINDOW_AGGREGATES,
     )
     bm25_k1: float = setting(
         1.2, "Keyword ranking: BM25 term-frequency saturation.", minimum=0.0, maximum=10.0

@@ -87,6 +87,7 @@ def memory_search(
                 project=project, space=started.space, query=query_vector, filters=filters,
                 limit=limit, collection_size=size, distance_ids=pool.unscored(),
                 linked=pool.linked if mode == SearchMode.AUTO else None,
+                aggregate=policy.window_aggregate,
             )  # fmt: skip
             pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
     with _timed(timings, "rank"):

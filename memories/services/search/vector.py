@@ -1,8 +1,9 @@
 """Vector candidates: the memories nearest the query vector (cosine, pgvector), by an
 exact scan of a small filtered set or by the space's HNSW index with an iterative
 scan; the neighbours of the nearest turns and the distances of other candidates come
-with them. A memory's distance is its nearest window's (a long text is embedded as
-several windows, memories.models.Embedding); each memory comes back once."""
+with them. A memory's distance comes from its windows' (a long text is embedded as
+several windows, memories.models.Embedding) and its windows' distances aggregated
+(the project's search.window_aggregate); each memory comes back once."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ class VectorSignal:
     nearest: list[tuple[Any, float]]  # (memory id, cosine distance), nearest first
     links: dict[Any, list[Any]]  # message id -> its neighbouring turns' ids
     distances: dict[Any, float]  # memory id -> cosine distance
+
+
+def window_sql(aggregate: str) -> str:
+    """The SQL aggregate of a memory's window distances: the mean similarity is the
+    mean distance, the max similarity the min distance."""
+    return {"mean": "avg", "max": "min"}[aggregate]
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -79,18 +86,22 @@ def vector_signal_get(
     collection_size: int,
     linked: set[Any] | None,
     distance_ids: list[Any],
+    aggregate: str = "mean",
 ) -> VectorSignal:
     """The ``limit`` nearest memories; the neighbours of those not in ``linked``
     (None: no neighbours wanted); the distances of ``distance_ids`` and of those
-    neighbours. An exact scan does it in one round trip, the index in two."""
+    neighbours. An exact scan does it in one round trip, the index in two or three.
+    A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'."""
     if exact_scan(collection_size):
         return exact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
             link_known=list(linked) if linked is not None else None, distance_ids=distance_ids,
+            aggregate=aggregate,
         )  # fmt: skip
     nearest = index_vector_candidates(
-        project=project, space=space, query=query, filters=filters, limit=limit
-    )
+        project=project, space=space, query=query, filters=filters, limit=limit,
+        aggregate=aggregate,
+    )  # fmt: skip
     found = {memory_id for memory_id, _ in nearest}
     # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
     link_ids = [m for m, _ in nearest if m not in linked] if linked is not None else []
@@ -99,7 +110,7 @@ def vector_signal_get(
         return VectorSignal(nearest, {}, {})
     links, distances = neighbours_and_distances(
         project=project, filters=filters, space=space, query=query,
-        link_ids=link_ids, distance_ids=unscored,
+        link_ids=link_ids, distance_ids=unscored, aggregate=aggregate,
     )  # fmt: skip
     return VectorSignal(nearest, links, distances)
 
@@ -111,17 +122,19 @@ def vector_candidates(
     query: np.ndarray,
     filters: SearchFilters,
     limit: int,
+    aggregate: str = "mean",
 ) -> list[tuple[Any, float]]:
     """(memory id, cosine distance) of the nearest embedded memories, nearest first,
     by the scan ``exact_scan`` chooses for the filtered set."""
     if exact_scan(collection_size_get(project=project, filters=filters)):
         return exact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
-            link_known=None, distance_ids=[],
+            link_known=None, distance_ids=[], aggregate=aggregate,
         ).nearest  # fmt: skip
     return index_vector_candidates(
-        project=project, space=space, query=query, filters=filters, limit=limit
-    )
+        project=project, space=space, query=query, filters=filters, limit=limit,
+        aggregate=aggregate,
+    )  # fmt: skip
 
 
 def index_vector_candidates(
@@ -131,27 +144,41 @@ def index_vector_candidates(
     query: np.ndarray,
     filters: SearchFilters,
     limit: int,
+    aggregate: str = "mean",
 ) -> list[tuple[Any, float]]:
     """``vector_candidates`` through the space's HNSW index.
 
     The index holds windows (a long memory has several): the nearest windows are read
-    until ``limit`` distinct memories are among them, each ranked by its nearest
-    window. A filtered HNSW scan can stop short of the rows asked for (the index
-    yields its ef_search nearest rows, then the filter drops most of them): pgvector's
-    iterative scan keeps reading the graph until enough rows pass the filter. The cast
-    to the space's dimension and the space id written into the SQL are what let the
-    planner match the space's partial expression index.
+    until enough distinct memories are among them, ``limit`` of them by their nearest
+    window (``aggregate`` max) or, for the mean, WINDOW_RERANK times as many, then
+    ranked by the mean of all their windows. A filtered HNSW scan can stop short of
+    the rows asked for (the index yields its ef_search nearest rows, then the filter
+    drops most of them): pgvector's iterative scan keeps reading the graph until
+    enough rows pass the filter. The cast to the space's dimension and the space id
+    written into the SQL are what let the planner match the space's partial
+    expression index.
     """
-    windows = limit * 2
+    wanted = limit if aggregate == "max" else limit * WINDOW_RERANK
+    windows = wanted * 2
     while True:
         rows = _nearest_windows(
             project=project, space=space, query=query, filters=filters, limit=windows
         )
         nearest = best_windows(rows)
-        if len(nearest) >= limit or len(rows) < windows or windows >= MAX_WINDOWS_READ:
-            return nearest[:limit]
+        if len(nearest) >= wanted or len(rows) < windows or windows >= MAX_WINDOWS_READ:
+            break
         windows = min(windows * 4, MAX_WINDOWS_READ)
+    if aggregate == "max":
+        return nearest[:limit]
+    _, distances = neighbours_and_distances(
+        project=project, filters=filters, space=space, query=query, link_ids=[],
+        distance_ids=[memory_id for memory_id, _ in nearest[:wanted]], aggregate=aggregate,
+    )  # fmt: skip
+    return sorted(distances.items(), key=lambda row: row[1])[:limit]
 
+
+# mean aggregate through the index: memories re-ranked by their mean, per memory wanted
+WINDOW_RERANK = 4
 
 # the most windows one index search reads looking for enough distinct memories
 MAX_WINDOWS_READ = 10_000
@@ -204,6 +231,7 @@ def neighbours_and_distances(
     query: np.ndarray,
     link_ids: list[Any],
     distance_ids: list[Any],
+    aggregate: str = "mean",
 ) -> tuple[dict[Any, list[Any]], dict[Any, float]]:
     """The neighbouring turns of ``link_ids``, and the cosine distances of
     ``distance_ids`` and of those neighbours, in one round trip."""
@@ -218,7 +246,8 @@ def neighbours_and_distances(
             )
             SELECT true, id, previous, following, NULL::float8 FROM links
             UNION ALL
-            SELECT false, e.memory_id, NULL, NULL, min(e.vector <=> %(query_vector)s::vector)
+            SELECT false, e.memory_id, NULL, NULL,
+                   {window_sql(aggregate)}(e.vector <=> %(query_vector)s::vector)
             FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
             WHERE e.space_id = {int(space.pk)}
             GROUP BY e.memory_id
@@ -243,7 +272,7 @@ def neighbours_and_distances(
 EXACT_SQL = """
 WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where}),
 scored AS MATERIALIZED (
-    SELECT e.memory_id AS id, min(e.vector <=> %(query_vector)s::vector) AS distance
+    SELECT e.memory_id AS id, {aggregate}(e.vector <=> %(query_vector)s::vector) AS distance
     FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
     WHERE e.space_id = {space_id}
     GROUP BY e.memory_id
@@ -269,6 +298,7 @@ def exact_vector_candidates(
     limit: int,
     link_known: list[Any] | None,
     distance_ids: list[Any],
+    aggregate: str = "mean",
 ) -> VectorSignal:
     """The nearest memories by an exact scan of a small filtered set, with
     ``neighbours_and_distances`` for the result, in one round trip.
@@ -284,7 +314,9 @@ def exact_vector_candidates(
     )
     with connection.cursor() as cursor:
         cursor.execute(
-            EXACT_SQL.format(where=where, space_id=int(space.pk), links=links),
+            EXACT_SQL.format(
+                where=where, space_id=int(space.pk), links=links, aggregate=window_sql(aggregate)
+            ),
             {
                 **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
                 "link_known": list(link_known or []), "with_links": link_known is not None,
