@@ -4,8 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCOMO ?= ../shared/data/locomo-dev.json
+BEAM ?= ../beam
+BEAM_SIZE ?= 100K
 
-.PHONY: run test lint bench bench-quick locomo clean
+.PHONY: run test lint bench bench-quick locomo beam clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +36,10 @@ bench-quick: $(STAMP)
 	$(PY) bench/run.py --quick
 
 locomo: $(STAMP)  ## LoCoMo retrieval quality per search mode (make locomo LOCOMO=FILE.json)
-	$(PY) bench/locomo.py $(LOCOMO)
+	$(PY) bench/evaluate.py $(LOCOMO)
+
+beam: $(STAMP)  ## BEAM retrieval quality per mode (fetch BEAM yourself; BEAM=DIR BEAM_SIZE=100K CONVERSATIONS=11-20)
+	$(PY) bench/evaluate.py $(BEAM) --size $(BEAM_SIZE) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))
 
 clean:  ## remove the embedded databases (all local data!) and the virtualenv
 	rm -rf var $(VENV)

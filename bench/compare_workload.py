@@ -31,7 +31,7 @@ def _messages(conversation: Conversation) -> list[dict[str, Any]]:
                 "session": turn.session,
                 "session_date": turn.date.date().isoformat(),
             },
-            # MemoryHub only (bench/locomo.py's locomo_ingest does the same): a room per
+            # MemoryHub only (bench/evaluate.py's dataset_ingest does the same): a room per
             # session and the turn's time
             "room": f"{conversation.sample_id}-session-{turn.session}",
             "created_at": turn.date.isoformat(),
