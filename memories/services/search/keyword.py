@@ -2,8 +2,14 @@
 
 PostgreSQL's ts_rank has no inverse document frequency, so a word found in half the
 memories (a speaker's name, say) counts as much as a rare one: BM25 is computed here
-instead, with OR semantics (a question rarely has all its words in one memory) and
-lengths in distinct lexemes.
+instead, with OR semantics (a question rarely has all its words in one memory).
+
+A memory's length is its text's size in bytes, against the mean over the filtered set.
+Counting distinct lexemes instead (``length(tsvector)``) let a long text that repeats its
+words pass for a short one, and a mean over the matching rows alone moved with each
+query: on long conversation turns (BEAM) both put the keyword mode below plain BM25.
+The byte size is read from the stored value's header (no decompression), so averaging
+it over the filtered set is cheap, and it is not bounded like a tsvector's positions.
 """
 
 from __future__ import annotations
@@ -20,21 +26,27 @@ from memories.services.search.filters import SearchFilters
 # The rows that hold query words: one SELECT per branch of the UNION, so the planner
 # sees each tsquery; ``{branch}`` names each branch's parameters.
 MATCHING_SQL = """(
-    SELECT m.id, m.search_vector FROM memories_memory m
+    SELECT m.id, m.search_vector, octet_length(m.content) AS dl FROM memories_memory m
     WHERE m.search_vector @@ %({branch}_tsquery)s::tsquery AND {where}
     LIMIT %({branch}_limit)s
 )"""
 
 BM25_SQL = """
 WITH docs AS MATERIALIZED (
-    SELECT DISTINCT ON (id) id, search_vector AS sv, length(search_vector) AS dl
-    FROM ({matching}) found
+    SELECT DISTINCT ON (id) id, search_vector AS sv, dl FROM ({matching}) found
 ),
-lengths AS MATERIALIZED (SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM docs),
+lengths AS MATERIALIZED (
+    SELECT greatest(avg(dl), 1)::float8 AS avgdl FROM (
+        SELECT octet_length(m.content) AS dl FROM memories_memory m
+        WHERE {where} LIMIT %(budget)s
+    ) filtered
+),
 terms AS MATERIALIZED (
+    -- the query's lexemes picked out in C (to_tsvector gives every lexeme positions,
+    -- all of weight D): unnesting a long turn's every lexeme to filter them cost 5x more
     SELECT d.id, d.dl, t.lexeme, coalesce(array_length(t.positions, 1), 1) AS tf
-    FROM docs d CROSS JOIN LATERAL unnest(d.sv) t
-    WHERE t.lexeme = ANY(%(lexemes)s)
+    FROM docs d
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(d.sv, 'A', %(lexemes)s), '{{a}}')) t
 ),
 estimated AS (
     SELECT * FROM unnest(%(estimated_lexemes)s::text[], %(estimated_df)s::float8[])
@@ -73,8 +85,9 @@ def keyword_candidates(
     holding the rarest words, taken while their estimated rows (ANALYZE's lexeme
     statistics) fit that budget, plus the first rows holding all the words and the
     first holding the rarest of the rest. The rest's document frequencies are the
-    estimates. The best BM25 scores come from the rare words; reading every row
-    holding a common word is what made a search of a large project slow.
+    estimates, and the mean length is that of the first KEYWORD_MAX_MATCHES rows of
+    the set. The best BM25 scores come from the rare words; reading every row holding a
+    common word is what made a search of a large project slow.
     """
     words = _query_words(text)
     if not words:
@@ -88,13 +101,15 @@ def keyword_candidates(
         project, filters, estimates=estimates, selective=selective, common=common,
         budget=budget, limit=limit,
     )  # fmt: skip
+    where, _ = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
-            BM25_SQL.format(matching=matching),
+            BM25_SQL.format(matching=matching, where=where),
             {
                 **params, "lexemes": list(estimates),
                 "estimated_lexemes": common, "estimated_df": [estimates[w] for w in common],
-                "size": size, "k1": policy.bm25_k1, "b": policy.bm25_b, "limit": limit,
+                "size": size, "budget": budget,
+                "k1": policy.bm25_k1, "b": policy.bm25_b, "limit": limit,
             },
         )  # fmt: skip
         return [(memory_id, float(score)) for memory_id, score in cursor.fetchall()]

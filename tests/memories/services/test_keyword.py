@@ -1,0 +1,86 @@
+"""Keyword candidates: BM25 with each memory's length in bytes against the mean over the
+filtered set, the ranking a plain BM25 gives long texts."""
+
+import math
+import re
+
+import pytest
+from django.db import connection
+
+from memories.config import SearchSettings
+from memories.models import EndUser, Memory, content_hash
+from memories.services.search import SearchFilters, memory_search
+from memories.services.search.keyword import keyword_candidates
+from memories.services.search.vector import collection_size_get
+
+
+def remember(project, user, *texts):
+    end_user, _ = EndUser.objects.get_or_create(project=project, external_id=user)
+    Memory.objects.bulk_create(
+        Memory(project=project, end_user=end_user, content=text, content_hash=content_hash(text))
+        for text in texts
+    )
+    return end_user
+
+
+def keyword_top(project, user, query):
+    result = memory_search(
+        project=project, query=query, mode="keyword", filters=SearchFilters(end_user_id=user.pk)
+    )
+    return [hit.memory.content for hit in result.hits]
+
+
+def test_a_long_text_repeating_few_words_does_not_pass_for_a_short_one(owner):
+    # in distinct lexemes the long reply is the shorter of the two
+    concise = "I adopted Whiskers, a grey tabby, from the animal shelter near my office in spring"
+    rambling = "Whiskers. " + "Cats need fresh water and regular meals. " * 40
+    alice = remember(owner.project, "alice", rambling, concise, "We went skiing in the Alps")
+    assert keyword_top(owner.project, alice, "Whiskers") == [concise, rambling]
+
+
+def test_scores_are_bm25_over_the_filtered_set(owner):
+    texts = [
+        "Piano lessons on Monday, piano practice on Tuesday",
+        "My daughter started piano",
+        "The lessons were cancelled because of the snow storm that hit the region last week",
+        "We bought a new car",
+        "Dinner with friends at the Italian place downtown",
+    ]
+    alice = remember(owner.project, "alice", *texts)
+    # another user's memories change neither the lengths nor the frequencies
+    remember(owner.project, "bob", "piano piano lessons", "piano " * 500)
+    policy = SearchSettings(bm25_k1=1.2, bm25_b=0.75)
+    filters = SearchFilters(end_user_id=alice.pk)
+    found = keyword_candidates(
+        project=owner.project, text="piano lessons", filters=filters, limit=10,
+        collection_size=collection_size_get(project=owner.project, filters=filters),
+        policy=policy,
+    )  # fmt: skip
+    contents = dict(Memory.objects.filter(end_user=alice).values_list("pk", "content"))
+    scores = {contents[memory_id]: score for memory_id, score in found}
+
+    words = [re.findall(r"piano|lesson", text.lower()) for text in texts]
+    average = sum(len(text.encode()) for text in texts) / len(texts)
+
+    def bm25(text):
+        score = 0.0
+        for word in ("piano", "lesson"):
+            tf = words[texts.index(text)].count(word)
+            df = sum(word in found_words for found_words in words)
+            if tf:
+                idf = math.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+                norm = 1 - policy.bm25_b + policy.bm25_b * len(text.encode()) / average
+                score += idf * tf * (policy.bm25_k1 + 1) / (tf + policy.bm25_k1 * norm)
+        return score
+
+    assert scores == {text: pytest.approx(bm25(text)) for text in texts[:3]}
+
+
+def test_a_set_larger_than_the_budget_still_ranks_the_rare_word_first(owner, settings):
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "KEYWORD_MAX_MATCHES": 5}
+    common = [f"Today the weather was fine, note {n}" for n in range(20)]
+    alice = remember(owner.project, "alice", *common, "The weather turned and the ferry stopped")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")  # the statistics that pick the rare word
+    top = keyword_top(owner.project, alice, "weather ferry")
+    assert top[0] == "The weather turned and the ferry stopped"
