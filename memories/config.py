@@ -81,7 +81,7 @@ class SearchSettings:
         choices=WINDOW_AGGREGATES,
     )
     bm25_k1: float = setting(
-        1.2, "Keyword ranking: BM25 term-frequency saturation.", minimum=0.0, maximum=10.0
+        0.9, "Keyword ranking: BM25 term-frequency saturation.", minimum=0.0, maximum=10.0
     )
     bm25_b: float = setting(
         0.75, "Keyword ranking: BM25 length normalization (0 none, 1 full).", minimum=0.0,

@@ -241,11 +241,12 @@ EMBEDDING: dict[str, Any] = {
     # before batching, so a larger claim wastes less on padding (BENCHMARKS.md)
     "CLAIM_SIZE": env_int("EMBEDDING_CLAIM_SIZE", 256),
     "TORCH_THREADS": env_int("EMBEDDING_TORCH_THREADS", 0),  # 0: torch's default
-    # a text longer than the model reads at once is embedded as overlapping windows of
-    # this many of the model's tokens (0: as many as the model reads), each window
-    # sharing WINDOW_OVERLAP tokens with the one before (BENCHMARKS.md)
-    "WINDOW_TOKENS": env_int("EMBEDDING_WINDOW_TOKENS", 0),
-    "WINDOW_OVERLAP": env_int("EMBEDDING_WINDOW_OVERLAP", 64),
+    # a text longer than WINDOW_TOKENS of the model's tokens is embedded as overlapping
+    # windows of that many (0: as many as the model reads, 254 for all-MiniLM-L6-v2),
+    # each sharing WINDOW_OVERLAP tokens with the one before; 128/32 found more on long
+    # conversation turns than 254/64 or 254/0 (BENCHMARKS.md)
+    "WINDOW_TOKENS": env_int("EMBEDDING_WINDOW_TOKENS", 128),
+    "WINDOW_OVERLAP": env_int("EMBEDDING_WINDOW_OVERLAP", 32),
     # the web processes' torch threads for query vectors (0: TORCH_THREADS). One: the
     # query is embedded while PostgreSQL runs the keyword query on the other core; two
     # threads then wait on each other (BENCHMARKS.md)
