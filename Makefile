@@ -7,7 +7,7 @@ LOCOMO ?= ../shared/data/locomo-dev.json
 BEAM ?= ../beam
 BEAM_SIZE ?= 100K
 
-.PHONY: run test lint bench bench-quick locomo beam clean
+.PHONY: run test lint bench bench-quick bench-long locomo beam clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(STAMP)  ## write/ingest/search benchmarks (not part of the tests)
 
 bench-quick: $(STAMP)
 	$(PY) bench/run.py --quick
+
+bench-long: $(STAMP)  ## what long memories cost to embed (throughput, windows, peak memory)
+	$(PY) bench/long_memories.py
 
 locomo: $(STAMP)  ## LoCoMo retrieval quality per search mode (make locomo LOCOMO=FILE.json)
 	$(PY) bench/evaluate.py $(LOCOMO)
