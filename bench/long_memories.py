@@ -61,13 +61,13 @@ if TYPE_CHECKING:
 SIZES = ("short", "long", "maximum")
 MODES = ("truncated", "windowed")
 # memories embedded per size and mode; the peak-memory phase's per mode: the old way a
-# whole claim of maximum-size memories in one batch, windowed three batches of ~1,000
-# windows and a few memories (later batches are alike; 33 windows a memory at ~10/s
-# on 2 cores make each batch take minutes)
+# whole claim of maximum-size memories in one batch, windowed a few full batches of
+# WINDOWS_PER_MEMORY x the claim windows (later batches are alike, and a batch of ~1,000
+# windows takes minutes on 2 cores)
 COUNTS: dict[str, dict[str, Any]] = {
     "full": {
         "short": 1_000, "long": 300, "maximum": 32,
-        "peak": {"truncated": 256, "windowed": 96},
+        "peak": {"truncated": 256, "windowed": 64},
     },
     "quick": {
         "short": 200, "long": 60, "maximum": 8,
@@ -499,7 +499,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="fewer memories (a try-out)")
     parser.add_argument(
         "--peak-count", type=int, help="maximum-size memories the peak-memory phase embeds "
-        "per mode (default: 256 truncated, 96 windowed; quick 64 and 32)",
+        "per mode (default: 256 truncated, 64 windowed; quick 64 and 32)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=7, help="the text generator's seed")
     parser.add_argument("--keep", action="store_true", help="keep the scratch project")
