@@ -161,20 +161,17 @@ def index_vector_candidates(
     wanted = limit if aggregate == "max" else limit * WINDOW_RERANK
     windows = wanted * 2
     while True:
-        rows = _nearest_windows(
-            project=project, space=space, query=query, filters=filters, limit=windows
-        )
-        nearest = best_windows(rows)
-        if len(nearest) >= wanted or len(rows) < windows or windows >= MAX_WINDOWS_READ:
+        read, nearest = _nearest_windows(
+            project=project, space=space, query=query, filters=filters, limit=windows,
+            with_mean=aggregate == "mean",
+        )  # fmt: skip
+        if len(nearest) >= wanted or read < windows or windows >= MAX_WINDOWS_READ:
             break
         windows = min(windows * 4, MAX_WINDOWS_READ)
     if aggregate == "max":
-        return nearest[:limit]
-    _, distances = neighbours_and_distances(
-        project=project, filters=filters, space=space, query=query, link_ids=[],
-        distance_ids=[memory_id for memory_id, _ in nearest[:wanted]], aggregate=aggregate,
-    )  # fmt: skip
-    return sorted(distances.items(), key=lambda row: row[1])[:limit]
+        return [(memory_id, best) for memory_id, best, _ in nearest[:limit]]
+    by_mean = sorted(nearest[:wanted], key=lambda row: row[2])
+    return [(memory_id, mean) for memory_id, _, mean in by_mean[:limit]]
 
 
 # mean aggregate through the index: memories re-ranked by their mean, per memory wanted
@@ -183,14 +180,21 @@ WINDOW_RERANK = 4
 # the most windows one index search reads looking for enough distinct memories
 MAX_WINDOWS_READ = 10_000
 
-
-def best_windows(rows: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
-    """(memory id, distance) rows of windows, nearest first -> each memory once, at its
-    nearest window's distance, nearest first."""
-    best: dict[Any, float] = {}
-    for memory_id, distance in rows:
-        best.setdefault(memory_id, distance)
-    return list(best.items())
+NEAREST_WINDOWS_SQL = """
+WITH nearest AS MATERIALIZED (
+    SELECT e.memory_id,
+           (e.vector::vector({dim})) <=> %(query_vector)s::vector({dim}) AS distance
+    FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
+    WHERE e.space_id = {space_id} AND {where}
+    ORDER BY distance LIMIT %(limit)s
+),
+memories AS (SELECT memory_id, min(distance) AS best FROM nearest GROUP BY memory_id)
+SELECT (SELECT count(*) FROM nearest), n.memory_id, n.best, CASE WHEN %(with_mean)s THEN (
+    SELECT avg(w.vector <=> %(query_vector)s::vector) FROM memories_embedding w
+    WHERE w.memory_id = n.memory_id AND w.space_id = {space_id}
+) END
+FROM memories n
+"""
 
 
 def _nearest_windows(
@@ -200,27 +204,33 @@ def _nearest_windows(
     query: np.ndarray,
     filters: SearchFilters,
     limit: int,
-) -> list[tuple[Any, float]]:
-    """(memory id, cosine distance) of the ``limit`` nearest windows, nearest first."""
+    with_mean: bool,
+) -> tuple[int, list[tuple[Any, float, float]]]:
+    """How many windows were read (the ``limit`` nearest), and each memory among them
+    once: (memory id, its nearest window's distance, the mean distance of all its
+    windows when ``with_mean``, else that nearest one's), nearest window first. One
+    round trip."""
     where, params = filters.sql(project)
-    dim = int(space.dimension)
     ef_search = int(min(max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit), 1000))
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(
-            f"""
-            SELECT e.memory_id,
-                   (e.vector::vector({dim})) <=> %(query_vector)s::vector({dim}) AS distance
-            FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
-            WHERE e.space_id = {int(space.pk)} AND {where}
-            ORDER BY distance LIMIT %(limit)s
-            """,
-            {**params, "query_vector": vector_literal(query), "limit": limit},
+        sql = NEAREST_WINDOWS_SQL.format(
+            dim=int(space.dimension), space_id=int(space.pk), where=where
         )
+        cursor.execute(
+            sql,
+            {**params, "query_vector": vector_literal(query), "limit": limit,
+             "with_mean": with_mean},
+        )  # fmt: skip
         rows = cursor.fetchall()
-    rows.sort(key=lambda row: row[1])  # relaxed_order may return rows slightly out of order
-    return [(memory_id, float(distance)) for memory_id, distance in rows]
+    # relaxed_order may return rows slightly out of order: sorted here
+    nearest = sorted(
+        ((memory_id, float(best), float(best if mean is None else mean))
+         for _, memory_id, best, mean in rows),
+        key=lambda row: row[1],
+    )  # fmt: skip
+    return (int(rows[0][0]) if rows else 0), nearest
 
 
 def neighbours_and_distances(
