@@ -17,6 +17,7 @@ from bench.beam import BeamError, beam_dataset, beam_folders, conversations_pars
 from bench.evaluate import arguments, evaluation_run
 from bench.rankings import BM25_MODE, EvaluationError, bm25_ranker
 from memories.models import Memory, Project, Room
+from tests.bench.commands import command_line
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -110,17 +111,6 @@ def beam_root(tmp_path):
     conversation_write(root / "chats" / "100K" / "1", CHAT_1, QUESTIONS_1)
     conversation_write(root / "chats" / "100K" / "2", CHAT_2, QUESTIONS_2)
     return root
-
-
-def command_line(*argv):
-    """bench/evaluate.py run with ``argv`` in a new process (only what fails before
-    Django starts: those runs never reach a database)."""
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "evaluate.py"), *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_turns_lose_their_marker_and_keep_role_batch_and_order(beam_root):

@@ -14,6 +14,7 @@ from bench.evaluate import arguments, evaluation_run
 from bench.locomo import evidence_ids, locomo_dataset, locomo_load
 from bench.rankings import BM25_MODE, EvaluationError
 from memories.models import Project
+from tests.bench.commands import command_line
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -51,17 +52,6 @@ def sample_path(tmp_path):
     path = tmp_path / "sample.json"
     path.write_text(json.dumps(SAMPLE))
     return path
-
-
-def command_line(*argv):
-    """bench/evaluate.py run with ``argv`` in a new process (only what fails before
-    Django starts: those runs never reach a database)."""
-    return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "evaluate.py"), *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_load_parses_dates_captions_and_malformed_evidence(sample_path):

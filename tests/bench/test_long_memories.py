@@ -5,12 +5,8 @@ import statistics
 
 import pytest
 
-from bench.long_memories import (
-    arguments,
-    cost_ratios,
-    texts_generate,
-    windows_mode,
-)
+from bench.long_memories import arguments, cost_ratios, windows_mode
+from bench.synthetic_text import texts_generate
 from memories.embeddings import LocalEmbeddingProvider
 
 
