@@ -126,6 +126,8 @@ class Room(models.Model):
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
     world_id = models.CharField(max_length=255, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # the room's own overrides of the project's buffer and working-memory settings
+    settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

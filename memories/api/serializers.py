@@ -348,6 +348,12 @@ class RoomInputSerializer(EndUserInputSerializer):
 
 class RoomUpdateSerializer(EndUserUpdateSerializer):
     world_id = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    settings = serializers.JSONField(
+        required=False,
+        help_text="The room's own buffer and working-memory settings, over the project's "
+        '(`{"buffer": {"max_size": 20}}`; null resets one to the project\'s value). '
+        "Validated as in PATCH /api/v1/settings/.",
+    )
 
 
 class RoomOutputSerializer(serializers.ModelSerializer):
@@ -361,9 +367,13 @@ class RoomOutputSerializer(serializers.ModelSerializer):
             "agent",
             "world_id",
             "metadata",
+            "settings",
             "created_at",
             "updated_at",
         ]
+        extra_kwargs = {
+            "settings": {"help_text": "The room's own overrides of the project's settings."}
+        }
 
     def get_agent(self, room: Room) -> str | None:
         return room.agent.external_id if room.agent_id else None  # type: ignore[union-attr]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,7 +18,9 @@ from memories.api.scoping import (
     project_of,
     room_get,
 )
+from memories.config import SettingsError
 from memories.models import EndUser, Room
+from memories.services.configuration import room_settings_update
 from memories.services.users import (
     end_user_delete,
     end_user_get_or_create,
@@ -129,12 +132,22 @@ class RoomDetailView(APIView):
 
     @extend_schema(request=s.RoomUpdateSerializer, responses=s.RoomOutputSerializer)
     def patch(self, request: Request, external_id: str) -> Response:
+        """Change a room's name, world id, metadata and/or its own settings; a bad setting
+        is a 400 naming it, and then nothing is written."""
         room = room_get(request, external_id)
         data = s.RoomUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(
-            s.RoomOutputSerializer(room_update(room=room, changes=data.validated_data)).data
-        )
+        changes = dict(data.validated_data)
+        with transaction.atomic():
+            if "settings" in changes:
+                try:
+                    room_settings_update(
+                        room=room, changes=changes.pop("settings"), actor=actor_of(request)
+                    )
+                except SettingsError as error:
+                    raise serializers.ValidationError({"settings": error.errors}) from None
+            room = room_update(room=room, changes=changes)
+        return Response(s.RoomOutputSerializer(room).data)
 
     @extend_schema(responses={200: s.DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:

@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from memories.config import (
+    ROOM_SECTIONS,
     ProjectSettings,
     SettingsError,
     settings_from_overrides,
@@ -14,7 +15,7 @@ from memories.config import (
     settings_overrides_clean,
     settings_validate,
 )
-from memories.models import Project, SettingsRevision
+from memories.models import Project, Room, SettingsRevision
 from memories.services.revisions import Actor
 
 
@@ -48,3 +49,58 @@ def project_settings_update(
         )
     project.settings = after
     return settings_from_overrides(after)
+
+
+def _room_overrides(project_overrides: Any, room_overrides: Any) -> dict[str, dict[str, Any]]:
+    """The project's valid overrides with the room's applied over them."""
+    merged = settings_overrides_clean(project_overrides)
+    for section, values in (room_overrides or {}).items():
+        if section in ROOM_SECTIONS and isinstance(values, dict):
+            merged = settings_merge(merged, {section: values})
+    return merged
+
+
+def room_settings_get(*, room: Room) -> ProjectSettings:
+    """The room's effective settings: its own buffer and working-memory overrides over
+    the project's effective settings."""
+    return settings_from_overrides(_room_overrides(room.project.settings, room.settings))
+
+
+def _room_settings_validate(room_changes: Any) -> None:
+    if not isinstance(room_changes, dict):
+        raise SettingsError({"settings": ["Must be an object of sections."]})
+    errors = {
+        section: [f"Cannot be set per room; rooms override: {', '.join(ROOM_SECTIONS)}."]
+        for section in room_changes
+        if section not in ROOM_SECTIONS
+    }
+    if errors:
+        raise SettingsError(errors)
+
+
+@transaction.atomic
+def room_settings_update(*, room: Room, changes: Any, actor: Actor) -> ProjectSettings:
+    """Apply ``changes`` (``{"buffer": {"max_size": 20}}``; null resets a setting to the
+    project's value) to the room's overrides and record the change. Only the sections
+    of ROOM_SECTIONS can be overridden. Raises SettingsError naming every bad setting;
+    then nothing is written."""
+    _room_settings_validate(changes)
+    locked = Room.objects.select_for_update().select_related("project").get(pk=room.pk)
+    before = locked.settings or {}
+    after = settings_merge(before, changes)
+    _room_settings_validate(after)
+    clean = settings_validate(after)  # each room value on its own...
+    settings_validate(_room_overrides(locked.project.settings, clean))  # ...and merged
+    if clean != before:
+        locked.settings = clean
+        locked.save(update_fields=["settings", "updated_at"])
+        SettingsRevision.objects.create(
+            project=locked.project,
+            room=locked,
+            actor_type=actor.type,
+            actor=actor.name,
+            before=before,
+            after=clean,
+        )
+    room.settings = clean
+    return room_settings_get(room=locked)
