@@ -2,5 +2,6 @@
 
 from django.dispatch import Signal
 
-# sent after commit when memories were stored; kwargs: project_id, memory_ids
+# sent after commit when memories were stored; kwargs: project_id, memory_ids and
+# message_room_ids (the rooms that got new messages: their buffers may have overflowed)
 memories_created = Signal()

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from memories.api import serializers as s
 from memories.api.scoping import project_of
-from memories.models import EndUser, Project, Room
+from memories.models import EndUser, Memory, Project, Room
 from memories.services.search import SearchFilters, SearchResult, memory_search
 
 
@@ -50,6 +50,7 @@ def _filters(project: Project, params: dict[str, Any]) -> SearchFilters | None:
     room the project does not have."""
     filters = SearchFilters(
         kinds=params.get("kind", []),
+        statuses=params.get("status") or [Memory.Status.ACTIVE],
         metadata=params.get("metadata"),
         start=params.get("start"),
         end=params.get("end"),

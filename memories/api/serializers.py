@@ -241,6 +241,13 @@ class SearchInputSerializer(serializers.Serializer):
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )
+    status = serializers.ListField(
+        child=serializers.ChoiceField(choices=Memory.Status.choices),
+        required=False,
+        allow_empty=False,
+        help_text="Only memories of these statuses (default: active). `archived` finds the "
+        "messages a room's summaries condensed.",
+    )
     metadata = JSONObjectField(
         required=False, help_text="Only memories whose metadata contains this."
     )

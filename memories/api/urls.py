@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import memories, search, settings, users
+from memories.api import buffer, memories, search, settings, users
 
 app_name = "api"
 urlpatterns = [
@@ -8,6 +8,12 @@ urlpatterns = [
     path("users/<str:external_id>/", users.EndUserDetailView.as_view(), name="user-detail"),
     path("rooms/", users.RoomListView.as_view(), name="room-list"),
     path("rooms/<str:external_id>/", users.RoomDetailView.as_view(), name="room-detail"),
+    path("rooms/<str:external_id>/buffer/", buffer.BufferView.as_view(), name="room-buffer"),
+    path(
+        "rooms/<str:external_id>/buffer/search/",
+        buffer.BufferSearchView.as_view(),
+        name="room-buffer-search",
+    ),
     path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
     path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),
     path("memories/count/", memories.MemoryCountView.as_view(), name="memory-count"),

@@ -50,6 +50,7 @@ class MemoryInput:
     unique: bool = False
     id: uuid.UUID | None = None
     created_at: datetime | None = None
+    source_ids: list[str] = field(default_factory=list)  # what a summary or fact derives from
 
 
 def _external_ids_resolve(
@@ -107,6 +108,7 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
         content_hash=content_hash(item.content),
         is_unique=item.unique,
         created_at=item.created_at or timezone.now(),
+        source_ids=item.source_ids,
     )
     if item.id is not None:
         memory.id = item.id
@@ -183,9 +185,13 @@ def _memory_create_batch(
         )
         transaction.on_commit(embedding_enqueue)
         created_ids = [m.pk for m in new]
+        room_ids = sorted({m.room_id for m in new if m.room_id and m.kind == Memory.Kind.MESSAGE})
         transaction.on_commit(
             lambda: memories_created.send(
-                sender=Memory, project_id=project.pk, memory_ids=created_ids
+                sender=Memory,
+                project_id=project.pk,
+                memory_ids=created_ids,
+                message_room_ids=room_ids,
             )
         )
     return results
@@ -229,6 +235,27 @@ def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> M
         memory=memory, action="update", actor=actor, before=before, after=memory.snapshot()
     ).save()
     return memory
+
+
+def memories_status_change(
+    *, memories: list[Memory], status: str, action: str, actor: Actor
+) -> None:
+    """Give memories a new status (archive, supersede, prune), recording each change.
+    The caller holds them locked in its transaction; nothing is deleted."""
+    now = timezone.now()
+    before = [memory.snapshot() for memory in memories]
+    for memory in memories:
+        memory.status = status
+        memory.updated_at = now
+    Memory.objects.bulk_update(memories, ["status", "updated_at"])
+    MemoryRevision.objects.bulk_create(
+        [
+            revision_build(
+                memory=memory, action=action, actor=actor, before=old, after=memory.snapshot()
+            )
+            for memory, old in zip(memories, before, strict=True)
+        ]
+    )
 
 
 @transaction.atomic
