@@ -259,6 +259,18 @@ EMBEDDING: dict[str, Any] = {
     "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),
     "WORKER_NICE": env_int("EMBEDDING_WORKER_NICE", 5),
 }
+# An optional OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server)
+# for summaries; with no BASE_URL every feature uses its offline method (synopsis/llm.py)
+LLM: dict[str, Any] = {
+    "BASE_URL": os.environ.get("LLM_BASE_URL", ""),  # e.g. http://127.0.0.1:11434/v1
+    "API_KEY": os.environ.get("LLM_API_KEY", ""),
+    "MODEL": os.environ.get("LLM_MODEL", "gpt-4o-mini"),
+    "TIMEOUT": env_float("LLM_TIMEOUT", 30.0),  # seconds per request
+    # retries of a rate limit, 5xx, timeout or connection error, waiting BACKOFF x 2^n s
+    # (or the server's Retry-After, up to a cap) before each
+    "MAX_RETRIES": env_int("LLM_MAX_RETRIES", 3),
+    "BACKOFF": env_float("LLM_BACKOFF", 1.0),
+}
 # Machine knobs of search (speed against exactness). The ranking policy (weights,
 # RRF k, BM25 parameters, default mode) is per project: memories/config.py.
 RETRIEVAL: dict[str, Any] = {

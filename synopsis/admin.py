@@ -1,0 +1,29 @@
+"""The curators' view of the LLM calls: read-only, a record of usage and failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from synopsis.models import LlmCall
+
+
+@admin.register(LlmCall)
+class LlmCallAdmin(admin.ModelAdmin):
+    list_display = [
+        "created_at", "project", "purpose", "model", "status", "error_kind", "attempts",
+        "prompt_tokens", "completion_tokens", "duration_ms",
+    ]  # fmt: skip
+    list_filter = ["status", "error_kind", "purpose", "model"]
+    search_fields = ["error", "model"]
+    list_select_related = ["project"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
