@@ -16,6 +16,7 @@ from memories.services.embedding import (
     embedding_run,
 )
 from memories.services.idempotency import idempotency_keys_purge
+from memories.services.working import working_trim
 
 
 @shared_task(
@@ -46,3 +47,10 @@ def embedding_backfill_task() -> int:
 def idempotency_keys_purge_task() -> int:
     """Forget stored responses to Idempotency-Key requests older than their TTL."""
     return idempotency_keys_purge()
+
+
+@shared_task(name="memories.tasks.working_memory_trim_task", soft_time_limit=120, time_limit=150)
+def working_memory_trim_task() -> int:
+    """Purge expired ids and apply each room's working-memory cap (FIFO); clear rooms
+    that are gone. Redis down: the next beat run tries again."""
+    return working_trim()

@@ -19,6 +19,7 @@ from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
+from kombu import Queue
 
 from memoryhub import embedded
 
@@ -157,12 +158,24 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# a worker consumes every queue listed here, in turn: summaries have their own, so a
+# backlog of them never stands in front of the embedding tasks (synopsis/services/summaries.py)
+CELERY_TASK_QUEUES = (Queue("default"), Queue("summaries"))
+CELERY_TASK_ROUTES = {"synopsis.tasks.room_summarize_task": {"queue": "summaries"}}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "embedding-backfill": {
         "task": "memories.tasks.embedding_backfill_task",
         "schedule": env_float("EMBEDDING_BACKFILL_INTERVAL", 60.0),
+    },
+    "summaries-sweep": {  # rooms over capacity that no write's signal queued
+        "task": "synopsis.tasks.room_summarize_sweep_task",
+        "schedule": env_float("SUMMARY_SWEEP_INTERVAL", 60.0),
+    },
+    "working-memory-trim": {  # FIFO cap and expired ids of every room's working memory
+        "task": "memories.tasks.working_memory_trim_task",
+        "schedule": env_float("WORKING_MEMORY_FIFO_INTERVAL_MIN", 5.0) * 60,
     },
     "idempotency-keys-purge": {
         "task": "memories.tasks.idempotency_keys_purge_task",

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import buffer, memories, search, settings, users
+from memories.api import buffer, memories, search, settings, users, working
 
 app_name = "api"
 urlpatterns = [
@@ -13,6 +13,21 @@ urlpatterns = [
         "rooms/<str:external_id>/buffer/search/",
         buffer.BufferSearchView.as_view(),
         name="room-buffer-search",
+    ),
+    path(
+        "rooms/<str:external_id>/working/",
+        working.WorkingMemoryView.as_view(),
+        name="room-working",
+    ),
+    path(
+        "rooms/<str:external_id>/working/search/",
+        working.WorkingSearchView.as_view(),
+        name="room-working-search",
+    ),
+    path(
+        "rooms/<str:external_id>/working/<str:item_id>/",
+        working.WorkingItemView.as_view(),
+        name="room-working-item",
     ),
     path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
     path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),

@@ -189,7 +189,8 @@ def _message_vectors(messages: list[Memory], *, space_id: int) -> dict[Any, np.n
 # room's own capacity (the settings may differ per project and room)
 _OVER_SQL = """
     SELECT m.room_id, count(*) FROM memories_memory m
-    WHERE m.kind = 'message' AND m.status = 'active' AND m.room_id = ANY(%s)
+    WHERE m.project_id = %s AND m.room_id = ANY(%s) AND m.kind = 'message'
+        AND m.status = 'active'
     GROUP BY m.room_id HAVING count(*) > %s
 """
 _ROOMS_OF_SQL = """
@@ -204,12 +205,17 @@ _ALL_OVER_SQL = """
 
 
 def rooms_over_capacity(
-    *, room_ids: Iterable[int] | None = None, memory_ids: Iterable[Any] | None = None
+    *,
+    project_id: int | None = None,
+    room_ids: Iterable[int] | None = None,
+    memory_ids: Iterable[Any] | None = None,
 ) -> list[int]:
     """Ids of the rooms holding more unsummarized messages than their capacity (with
-    summarization on): among ``room_ids``, the rooms of ``memory_ids``, or every room
-    (the sweep)."""
+    summarization on): among the project's ``room_ids`` or the rooms of its
+    ``memory_ids``, or every room of every project (the sweep)."""
     with connection.cursor() as cursor:
+        if (room_ids is not None or memory_ids is not None) and project_id is None:
+            raise ValueError("rooms_over_capacity: room_ids and memory_ids need project_id")
         if room_ids is None and memory_ids is not None:
             cursor.execute(_ROOMS_OF_SQL, [list(memory_ids)])
             room_ids = [row[0] for row in cursor.fetchall()]
@@ -217,7 +223,7 @@ def rooms_over_capacity(
             room_ids = list(room_ids)
             if not room_ids:
                 return []
-            cursor.execute(_OVER_SQL, [room_ids, 1])
+            cursor.execute(_OVER_SQL, [project_id, room_ids, 1])
         else:
             cursor.execute(_ALL_OVER_SQL, [_smallest_capacity()])
         counts = dict(cursor.fetchall())

@@ -1,0 +1,43 @@
+"""Celery tasks of the derived memories: thin wrappers that call one service each."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from memories.services.buffer import rooms_over_capacity
+from synopsis.llm import LlmError
+from synopsis.services.summaries import (
+    ROOM_SUMMARIZE_TASK,
+    room_over_capacity,
+    room_summarize,
+    room_summarize_dequeued,
+    room_summarize_enqueue,
+)
+
+
+@shared_task(
+    name=ROOM_SUMMARIZE_TASK,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=8,
+)
+def room_summarize_task(self, room_id: int) -> int:  # type: ignore[no-untyped-def]
+    """Summarize one batch of an overflowing room, then queue the next batch if the room
+    is still over capacity (bounded tasks: other work runs in between)."""
+    room_summarize_dequeued(room_id=room_id)
+    try:
+        written = room_summarize(room_id=room_id, max_batches=1)
+    except LlmError as exc:
+        if exc.retryable:  # the LLM is down or rate limited: the messages wait, unharmed
+            raise self.retry(exc=exc, countdown=min(600, 2 ** (self.request.retries + 3))) from exc
+        raise
+    if written and room_over_capacity(room_id=room_id):
+        room_summarize_enqueue(room_ids=[room_id])
+    return len(written)
+
+
+@shared_task(name="synopsis.tasks.room_summarize_sweep_task", acks_late=True)
+def room_summarize_sweep_task() -> int:
+    """Queue a summary task for every room over capacity that a signal missed."""
+    return room_summarize_enqueue(room_ids=rooms_over_capacity())
