@@ -171,3 +171,37 @@ def test_the_command_summarizes_the_rooms_over_capacity(owner, outsider):
     assert "Wrote 2 summaries in 1 rooms." in out.getvalue()
     assert len(summaries_of(room)) == 2
     assert summaries_of(other) == []  # another project's room: not asked for
+
+
+def test_with_an_llm_the_summary_is_its_answer_with_the_usage(owner, llm_server, llm_settings):
+    room = small_room(owner)
+    append(owner, 6)
+    llm_server.ok("Maria and the assistant discussed topics 0 and 1.", prompt_tokens=80)
+    [summary] = room_summarize(room_id=room.pk)
+    assert summary.content == "Maria and the assistant discussed topics 0 and 1."
+    assert summary.metadata["summarizer"] == "llm:stub-model"
+    assert summary.metadata["usage"]["prompt_tokens"] == 80
+    assert "Turn 0" in llm_server.requests[0].prompt
+
+
+def test_an_llm_refusal_falls_back_to_the_extractive_summary(owner, llm_server, llm_settings):
+    room = small_room(owner)
+    append(owner, 6)
+    llm_server.refusal()
+    [summary] = room_summarize(room_id=room.pk)
+    assert summary.metadata["summarizer"] == "extractive"
+    assert "refusal" in summary.metadata["fallback_reason"]
+
+
+def test_an_llm_that_stays_down_leaves_the_room_as_it_was(owner, llm_server, llm_settings):
+    from synopsis.llm import LlmError
+
+    room = small_room(owner)
+    ids = append(owner, 6)
+    for _ in range(3):
+        llm_server.status(503)
+    with pytest.raises(LlmError) as raised:
+        room_summarize(room_id=room.pk)
+    assert raised.value.retryable
+    assert not Memory.objects.filter(kind="summary").exists()
+    assert Memory.objects.filter(pk__in=ids, status="active").count() == 6
