@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import buffer, memories, search, settings, users, working
+from memories.api import buffer, exports, memories, search, settings, users, working
 
 app_name = "api"
 urlpatterns = [
@@ -29,6 +29,11 @@ urlpatterns = [
         working.WorkingItemView.as_view(),
         name="room-working-item",
     ),
+    path(
+        "users/<str:external_id>/export/", exports.EndUserExportView.as_view(), name="user-export"
+    ),
+    path("rooms/<str:external_id>/export/", exports.RoomExportView.as_view(), name="room-export"),
+    path("import/", exports.ImportView.as_view(), name="import"),
     path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
     path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),
     path("memories/count/", memories.MemoryCountView.as_view(), name="memory-count"),
