@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -9,6 +11,7 @@ from django.db import transaction
 from memories.models import Agent, EndUser, Project, Room
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
+from memories.services.working import WorkingMemoryUnavailable, working_clear
 
 
 def end_user_get_or_create(
@@ -75,7 +78,15 @@ def room_update(*, room: Room, changes: dict[str, Any]) -> Room:
 
 @transaction.atomic
 def room_delete(*, room: Room, actor: Actor) -> int:
-    """Delete a room and all its memories (each recorded); returns the memory count."""
+    """Delete a room and all its memories (each recorded), and after the commit its
+    working memory; returns the memory count."""
     count = memories_delete(project=room.project, room=room, actor=actor)
+    transaction.on_commit(partial(_working_clear, Room(pk=room.pk, project_id=room.project_id)))
     room.delete()
     return count
+
+
+def _working_clear(room: Room) -> None:
+    # Redis down: the beat task clears the working memory of rooms that no longer exist
+    with contextlib.suppress(WorkingMemoryUnavailable):
+        working_clear(room=room)

@@ -117,3 +117,14 @@ class TestAcrossTenants:
         assert outsider.client.delete(f"{ROOMS}r1/").json() == {"deleted": 0}
         assert owner.client.get(f"{ROOMS}r1/").json()["name"] == "Support"
         assert Memory.objects.filter(project=owner.project).count() == 1
+
+
+def test_delete_clears_the_rooms_working_memory(owner, django_capture_on_commit_callbacks):
+    from memories.services.working import working_list
+
+    owner.client.post("/api/v1/rooms/r1/working/", {"content": "scratch"}, format="json")
+    room = Room.objects.get(project=owner.project, external_id="r1")
+    assert len(working_list(room=room).items) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert owner.client.delete(f"{ROOMS}r1/").status_code == 200
+    assert working_list(room=room).items == []  # the deleted room's keys, not a new room's
