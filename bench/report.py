@@ -140,6 +140,112 @@ def _search(results: dict[str, Any]) -> None:
             print(f"  {hits} searches hit the web process's query-vector cache")
 
 
+def _timed_row(title: str, figures: dict[str, Any], parts: list[str]) -> list[Any]:
+    """Client p50/p95 and the p50/p95 of each named part of the server's timings_ms."""
+    client, server = figures["client_ms"], figures.get("server_ms", {})
+    row = [title, client["n"], client["p50"], client["p95"]]
+    for name in parts:
+        part = server.get(name) or {}
+        row += [part.get("p50"), part.get("p95")]
+    return row
+
+
+def _buffer(results: dict[str, Any]) -> None:
+    buffer = results.get("buffer")
+    if not buffer:
+        return
+    settings = buffer["settings"]
+    print(
+        f"\nBuffer search in a room of {buffer['room_messages']} messages, ms (max_size "
+        f"{settings['max_size']} x buffer_multiplier {settings['buffer_multiplier']}, "
+        f"limit {buffer['limit']}; other CPU {buffer.get('foreign_cpu_cores')})\n"
+        "  server = timings_ms: load (messages and vectors from PostgreSQL), embed = the "
+        "query's embedding, rank = BufferMemory"
+    )
+    parts = ["total", "load", "embed_query", "rank"]
+    rows = [
+        _timed_row("search (no cache)", buffer["search"], parts),
+        _timed_row("GET window", buffer["window_get"], []) + [None] * 2 * len(parts),
+    ]
+    headers = ["request", "n", "client p50", "client p95"] + [
+        f"{name} {p}" for name in ("server", "load", "embed", "rank") for p in ("p50", "p95")
+    ]
+    print(table(headers, rows))
+    methods = ", ".join(f"{name} {count}" for name, count in buffer["methods"].items())
+    print(
+        f"  cache: {buffer['cache_note']}\n  methods: {methods}; searched at least "
+        f"{buffer['searched_min']} messages, at most {buffer['unembedded_max']} unembedded; "
+        f"mean hits {buffer['mean_results']}; query-vector cache hits "
+        f"{buffer['search']['query_cache_hits']}"
+    )
+
+
+def _working(results: dict[str, Any]) -> None:
+    working = results.get("working_memory")
+    if not working:
+        return
+    first = working["first_search"]
+    print(
+        f"\nWorking memory: {working['items']:,} items in one room ({working['bytes']:,} of "
+        f"{working['max_bytes']:,} bytes), ms (limit {working['limit']}; other CPU "
+        f"{working.get('foreign_cpu_cores')})\n  server = timings_ms: load (items from "
+        "Redis), embed items = items without a vector embedded now, rank = FAISS"
+    )
+    parts = ["total", "load", "embed_items", "rank"]
+    timings = first["timings_ms"]
+    rows = [
+        ["add an item (POST)", working["add_ms"]["n"], working["add_ms"]["p50"],
+         working["add_ms"]["p95"]] + [None] * 2 * len(parts),
+        ["first search", 1, first["client_ms"], None]
+        + [value for name in parts for value in (timings.get(name), None)],
+        _timed_row("search", working["search"], parts),
+    ]  # fmt: skip
+    headers = ["request", "n", "client p50", "client p95"] + [
+        f"{name} {p}" for name in ("server", "load", "embed items", "rank") for p in ("p50", "p95")
+    ]
+    print(table(headers, rows))
+    print(
+        f"  the first search embedded {first['embedded']:,} items ({first['method']}); the "
+        f"next {working['search']['client_ms']['n']} embedded {working['embedded_after_first']}"
+    )
+
+
+def _summaries(results: dict[str, Any]) -> None:
+    found = results.get("summaries")
+    if not found:
+        return
+    print(
+        f"\nSummaries: {found['messages']:,} messages written into a room of capacity "
+        f"{found['capacity']} (summary_batch_size {found['settings']['summary_batch_size']}), "
+        "until "
+        f"summarized down to it and embedded (other CPU {found.get('foreign_cpu_cores')})"
+    )
+    rows = [
+        ["summarized, first write to last summary (database times)",
+         found["messages_per_second"], found["span_seconds"], found["archived_messages"]],
+        ["the summarizer alone (sum of metadata.seconds)",
+         found["summarizer_messages_per_second"], found["summarizer_seconds_total"], None],
+        ["embedding: the ingestion phase", found.get("embedding_per_second"), None, None],
+        ["embedding: the bare model", found.get("raw_model_per_second"), None, None],
+    ]  # fmt: skip
+    print(table(["", "msg/s", "seconds", "messages"], rows))
+    summarizers = ", ".join(f"{name} {count}" for name, count in found["summarizers"].items())
+    print(
+        f"  {found['summaries']} summaries ({summarizers}; {found['fallbacks']} fallbacks); "
+        f"summarizer seconds per summary mean {found['summarizer_seconds_mean']}, p95 "
+        f"{found['summarizer_seconds_p95']} (the summarizer busy "
+        f"{_percent(found['summarizer_share_of_span'])} of the span); token_count p50 "
+        f"{found['token_count_p50']}, max {found['token_count_max']}\n"
+        f"  writes took {found['writes_seconds']} s (batch p50 "
+        f"{found['write_batch_ms']['p50']} ms); everything summarized and embedded after "
+        f"{found['seconds_until_done']} s"
+    )
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction:.0%}"
+
+
 def _bulk(results: dict[str, Any]) -> None:
     loads = results.get("bulk", [])
     if not loads:
@@ -240,6 +346,9 @@ def report_print(results: dict[str, Any]) -> None:
     _writes(results)
     _ingestion(results)
     _search(results)
+    _buffer(results)
+    _working(results)
+    _summaries(results)
     _bulk(results)
     _recall(results)
     _memory(results)

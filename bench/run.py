@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """MemoryHub benchmarks against the real stack: write latency, ingestion throughput,
-search latency, peak memory.
+search latency, a room's buffer, working memory and summaries, peak memory.
 
     make bench          # full: searches at 10,000, 100,000 and 1,000,000 memories
     make bench-quick    # quick: searches at 10,000 memories
     .venv/bin/python bench/run.py --quick --torch-threads 1 --wait-quiet 300
     .venv/bin/python bench/run.py --levels 30000 --search-n 10 --ingest 2000  # try-out
+    .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only buffer,working
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
@@ -30,7 +31,16 @@ HTTP from one client thread on one persistent connection:
    joined text), with the HNSW and keyword indexes rebuilt after each load;
 4. HNSW recall@10 at each level: the hub's vector search (a raw query vector through
    the API) against an exact scan in SQL, with and without a user filter (bench/recall.py);
-5. peak RSS of the web and worker processes.
+5. rooms (bench/buffer_phases.py), each in a room of its own: buffer search p50/p95 in
+   a room of exactly 100 embedded messages (max_size 10 x buffer_multiplier 10, so none
+   is summarized; there is no cache of room buffers) and the window's GET; working
+   memory: 1,000 items, the first search (it embeds them all) apart from the steady-state
+   p50/p95; summaries: 1,000 (full: 2,000) messages into a room of capacity 10, until the
+   worker has summarized it down to 10 (the offline summarizer: the bench hub has no
+   LLM_BASE_URL) and embedded everything: messages summarized per second from the
+   first write to the last summary (database times), the summarizer's own seconds per
+   summary and the summaries' token counts, beside the ingestion's embedding rate;
+6. peak RSS of the web and worker processes.
 
 Texts are LoCoMo dialogue turns and questions read from ../shared/data (never copied
 here); see bench/corpus.py. Prints tables and writes bench/results/<date>-<mode>.json
@@ -59,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
 
+from bench.buffer_phases import ROOM_PHASES, room_messages_planned, room_phases_run  # noqa: E402
 from bench.client import Api  # noqa: E402
 from bench.corpus import Corpus, corpus_load, distinct_texts  # noqa: E402
 from bench.phases import PROJECT, Bench, Plan, sql_value  # noqa: E402
@@ -77,12 +88,13 @@ PLANS = {
     "quick": Plan(
         warmup_writes=20, single_writes=200, batches=20, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=2_000, raw_sorted=False,
-        search_n=50, search_warmup=5, levels=(), recall_n=30,
+        search_n=50, search_warmup=5, levels=(), recall_n=30, summary_messages=1_000,
     ),
     "full": Plan(
         warmup_writes=50, single_writes=500, batches=50, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=10_000, raw_sorted=True,
         search_n=150, search_warmup=10, levels=(100_000, 1_000_000), recall_n=50,
+        summary_messages=2_000,
     ),
 }  # fmt: skip
 
@@ -151,6 +163,14 @@ def arguments() -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--search-n", type=int, help="measured searches per mode and filter")
     parser.add_argument(
+        "--summary-messages", type=int, help="messages in the summaries phase (full: 2000)"
+    )
+    parser.add_argument(
+        "--only", type=_room_phases, metavar="NAME,NAME",
+        help=f"a short try-out: the warm-up, the ingestion and only these room phases "
+        f"({', '.join(ROOM_PHASES)}); no bare model, search, recall, writes or bulk levels",
+    )  # fmt: skip
+    parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="SECONDS",
         help="first wait up to this long until other processes leave the CPU idle",
     )  # fmt: skip
@@ -160,7 +180,10 @@ def arguments() -> argparse.Namespace:
 def plan_for(args: argparse.Namespace) -> Plan:
     """The quick or full plan with the command line's overrides."""
     plan = PLANS["quick" if args.quick else "full"]
-    overrides = {"ingest": args.ingest, "levels": args.levels, "search_n": args.search_n}
+    overrides = {
+        "ingest": args.ingest, "levels": args.levels, "search_n": args.search_n,
+        "summary_messages": args.summary_messages,
+    }  # fmt: skip
     plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
     return replace(plan, raw_texts=min(plan.raw_texts, plan.ingest))
 
@@ -171,7 +194,8 @@ def results_start(
     """The run's label and configuration, before anything is measured."""
     total_messages = (
         plan.warmup_writes + 3 * plan.batch_size + plan.ingest + 2 * plan.batches * plan.batch_size
-    )
+        + room_messages_planned(plan.summary_messages)
+    )  # fmt: skip
     return {
         "label": machine_label(mode),
         "config": {
@@ -192,13 +216,18 @@ def results_start(
     }
 
 
-def phases_run(bench: Bench, plan: Plan) -> None:
+def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) -> None:
     bench.warmup()
-    bench.raw_model()
+    if only is None:
+        bench.raw_model()
     bench.ingestion()
+    if only is not None:  # a try-out of some room phases
+        room_phases_run(bench, only)
+        return
     bench.search_level()
     bench.recall()
     bench.writes()
+    room_phases_run(bench)
     for level in plan.levels:
         if bench.bulk_load(level):
             bench.search_level()
@@ -227,7 +256,7 @@ def measure(
                 api=api, db=db, hub=hub, monitor=monitor, corpus=corpus, plan=plan,
                 threads=args.torch_threads, embed_batch=args.embed_batch, results=results,
             )  # fmt: skip
-            phases_run(bench, plan)
+            phases_run(bench, plan, args.only)
             results["client_reconnects_after_error"] = api.reconnects_after_error
     finally:
         if bench is not None:
@@ -289,6 +318,14 @@ def main() -> int:
     report_print(results)
     print(f"\nResults: {path}" + (f"\nHub log: {hub.log_path}" if error else ""))
     return 1 if error else 0
+
+
+def _room_phases(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in ROOM_PHASES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"choose among {', '.join(ROOM_PHASES)}")
+    return names
 
 
 def _levels(text: str) -> tuple[int, ...]:
