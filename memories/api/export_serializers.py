@@ -1,6 +1,6 @@
 """Serializers of export and import. The document's serializers describe it for the
-OpenAPI document; an import is checked by memories.services.exports, which names each
-bad field by its path (``memories[3].kind``)."""
+OpenAPI document; an import is checked by memories.services.export_checks, which names
+each bad field by its path (``memories[3].kind``)."""
 
 from __future__ import annotations
 

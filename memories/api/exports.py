@@ -10,12 +10,9 @@ from rest_framework.views import APIView
 
 from memories.api import export_serializers as s
 from memories.api.scoping import actor_of, end_user_get, project_of, room_get
-from memories.services.exports import (
-    ExportInvalid,
-    end_user_export,
-    export_document_import,
-    room_export,
-)
+from memories.services.export_checks import ExportInvalid
+from memories.services.exports import end_user_export, room_export
+from memories.services.imports import export_document_import
 
 VECTORS = OpenApiParameter(
     "vectors", bool, description="Add each memory's embedding windows with their space."

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memories.management.commands.export_user import project_find
-from memories.services.exports import ExportInvalid, export_document_import
+from memories.services.export_checks import ExportInvalid
+from memories.services.imports import export_document_import
 from memories.services.revisions import Actor
 
 

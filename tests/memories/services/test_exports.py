@@ -1,5 +1,6 @@
-"""memories.services.exports: the document check, chunked reads and writes, what an
-import sends after commit, `unique` memories, the export's snapshot."""
+"""memories.services.exports, export_checks and imports: the document check, chunked
+reads and writes, what an import sends after commit, `unique` memories, the export's
+snapshot."""
 
 from __future__ import annotations
 
@@ -10,14 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memories.models import EndUser, Memory, MemoryRevision, Room
-from memories.services import exports
-from memories.services.exports import (
-    ExportInvalid,
-    end_user_export,
-    export_document_check,
-    export_document_import,
-    room_export,
-)
+from memories.services import export_checks, exports, imports
+from memories.services.export_checks import ExportInvalid, export_document_check
+from memories.services.exports import end_user_export, room_export
+from memories.services.imports import export_document_import
 from memories.services.memories import MemoryInput, memory_create_batch
 from memories.services.revisions import Actor
 from memories.signals import memories_created
@@ -60,10 +57,10 @@ def test_the_check_fills_in_defaults_and_parses_ids_and_times():
 
 
 def test_the_check_lists_at_most_max_errors_fields():
-    bad = document(*[{"content": "x", "kind": "memo"}] * (exports.MAX_ERRORS + 20))
+    bad = document(*[{"content": "x", "kind": "memo"}] * (export_checks.MAX_ERRORS + 20))
     with pytest.raises(ExportInvalid) as raised:
         export_document_check(bad)
-    assert len(raised.value.errors) == exports.MAX_ERRORS
+    assert len(raised.value.errors) == export_checks.MAX_ERRORS
     assert "memories[0].kind" in str(raised.value)
 
 
@@ -87,6 +84,7 @@ def test_small_chunks_give_the_same_documents(owner, provider, monkeypatch):
     embed_pending()
     whole = end_user_export(end_user=EndUser.objects.get(), vectors=True)
     monkeypatch.setattr(exports, "CHUNK_SIZE", 2)
+    monkeypatch.setattr(imports, "CHUNK_SIZE", 2)  # its bulk inserts' batch size
     steps = []
     chunked = end_user_export(end_user=EndUser.objects.get(), vectors=True, progress=steps.append)
     assert steps == [2, 2, 2, 1]
