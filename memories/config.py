@@ -117,8 +117,7 @@ class BufferSettings:
     )
     recency_bias: float = setting(
         0.3,
-        "Buffer search default: score = (1 - recency_bias) x semantic + recency_bias x "
-        "recency.",
+        "Buffer search default: score = (1 - recency_bias) x semantic + recency_bias x recency.",
         minimum=0.0,
         maximum=1.0,
     )
