@@ -10,7 +10,9 @@ search latency, a room's buffer, working memory and summaries, peak memory.
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
-recall at 1M ~3) and the quick one about 3; other work on the machine stretches them.
+recall at 1M ~3) and the quick one about 3; the room phases add about 1.5 minutes to
+the quick run (most of it the summaries) and 2.5 to the full one (twice the messages);
+other work on the machine stretches them.
 
 Starts its own hub (`manage.py hub --no-demo` on a free port) on a scratch data
 folder (var/bench/, deleted at the start of each run, never the user's var/), makes
