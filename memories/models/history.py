@@ -1,0 +1,89 @@
+"""What changed and what was answered: revisions of memories and settings, stored
+responses to idempotent requests."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from memories.models.tenancy import Project, Room
+
+
+class MemoryRevision(models.Model):
+    """Every change to a memory: who, when, what it was before and after."""
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        UPDATE = "update"
+        SUPERSEDE = "supersede"
+        ARCHIVE = "archive"
+        PRUNE = "prune"
+        DELETE = "delete"
+
+    class ActorType(models.TextChoices):
+        API_KEY = "api_key"
+        OPERATOR = "operator"
+        SYSTEM = "system"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="revisions")
+    memory_id = models.UUIDField()  # not a foreign key: revisions outlive deleted memories
+    action = models.CharField(max_length=16, choices=Action.choices)
+    actor_type = models.CharField(max_length=16, choices=ActorType.choices)
+    actor = models.CharField(max_length=200)  # key prefix, operator username or task name
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # a memory's history, newest first
+            models.Index(fields=["project", "memory_id", "-created_at"], name="revision_memory"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.memory_id} by {self.actor}"
+
+
+class IdempotencyKey(models.Model):
+    """A replayable response to a write made with an Idempotency-Key header."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "key"], name="idempotency_key_unique")
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_key_created")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class SettingsRevision(models.Model):
+    """Every change to a project's configuration (memories/config.py): who, when, the
+    stored overrides before and after."""
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="settings_revisions"
+    )
+    # a room's own overrides (of the project's settings); null: the project's
+    room = models.ForeignKey(Room, null=True, blank=True, on_delete=models.CASCADE)
+    actor_type = models.CharField(max_length=16, choices=MemoryRevision.ActorType.choices)
+    actor = models.CharField(max_length=200)  # key prefix, operator username or task name
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # the settings history of a project, newest first
+            models.Index(fields=["project", "-created_at"], name="settings_revision_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"settings of {self.project_id} by {self.actor}"

@@ -1,0 +1,172 @@
+"""The one table of everything remembered: turns, summaries, facts, knowledge…"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from memories.models.tenancy import Agent, EndUser, Project, Room
+
+SEARCH_CONFIG = "english"
+
+
+def content_hash(text: str) -> str:
+    """The de-duplication and embedding-cache key of a text (whitespace-normalized)."""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+class MemoryQuerySet(models.QuerySet["Memory"]):
+    def for_project(self, project: Project | int) -> MemoryQuerySet:
+        return self.filter(project=project)
+
+    def active(self) -> MemoryQuerySet:
+        return self.filter(status=Memory.Status.ACTIVE)
+
+    def of_kind(self, *kinds: str) -> MemoryQuerySet:
+        return self.filter(kind__in=kinds)
+
+    def pending_embedding(self) -> MemoryQuerySet:
+        return self.filter(embedding_status=Memory.EmbeddingStatus.PENDING)
+
+    def with_external_ids(self) -> MemoryQuerySet:
+        """Annotate the user's, room's and agent's external ids, which is all the API
+        shows of them (cheaper than select_related of the three rows)."""
+        return self.annotate(
+            user_external_id=models.F("end_user__external_id"),
+            room_external_id=models.F("room__external_id"),
+            agent_external_id=models.F("agent__external_id"),
+        )
+
+
+class Memory(models.Model):
+    """One remembered thing of any kind: a turn, a summary, a fact, a document chunk…"""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"
+        SUMMARY = "summary"
+        FACT = "fact"
+        KNOWLEDGE = "knowledge"
+        RELATIONSHIP = "relationship"
+        GOAL = "goal"
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+        TOOL = "tool"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"  # e.g. summarized out of the buffer; kept, not deleted
+        SUPERSEDED = "superseded"
+        PRUNED = "pruned"
+
+    class EmbeddingStatus(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memories")
+    end_user = models.ForeignKey(
+        EndUser, null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    room = models.ForeignKey(
+        Room, null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
+    )
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.MESSAGE)
+    role = models.CharField(max_length=16, choices=Role.choices, blank=True)
+    content = models.TextField()
+    content_json = models.JSONField(default=dict, blank=True)  # action, source, url, attachments
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+    is_unique = models.BooleanField(default=False)
+    importance = models.FloatField(default=0.5)  # explicit: set by the agent or an operator
+    pinned = models.BooleanField(default=False, db_default=False)  # importance 1, never pruned
+    # MUXI's 0.3 x recency + 0.3 x access frequency + 0.4 x importance, recomputed by beat
+    importance_score = models.FloatField(default=0.5, db_default=0.5)
+    confidence = models.FloatField(default=1.0)
+    access_count = models.PositiveIntegerField(default=0)
+    accessed_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    embedding_status = models.CharField(
+        max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING
+    )
+    embedded_at = models.DateTimeField(null=True, blank=True)
+    # provenance: what a summary or fact was derived from, which document chunk this is
+    source_ids = models.JSONField(default=list, blank=True)
+    document_id = models.UUIDField(null=True, blank=True)
+    chunk_index = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config=SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "memories"
+        indexes = [
+            # list and count by user / room / kind, newest first; the filtered-set size
+            # estimate before a vector search
+            models.Index(
+                fields=["project", "end_user", "kind", "-created_at"], name="memory_user_kind"
+            ),
+            models.Index(
+                fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"
+            ),
+            models.Index(fields=["project", "kind", "-created_at"], name="memory_project_kind"),
+            # embedding cache lookups: is there already a vector for this text?
+            models.Index(fields=["content_hash"], name="memory_content_hash"),
+            # the embedding workers' claim query and the beat backfill
+            models.Index(
+                fields=["created_at"],
+                name="memory_embedding_pending",
+                condition=Q(embedding_status="pending"),
+            ),
+            # metadata containment filters (metadata @> {...})
+            GinIndex(fields=["metadata"], name="memory_metadata_gin"),
+            # keyword search (search_vector @@ tsquery)
+            GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
+        ]
+        constraints = [
+            # `unique` writes: one copy of a text per user, room and kind
+            models.UniqueConstraint(
+                fields=["project", "end_user", "room", "kind", "content_hash"],
+                condition=Q(is_unique=True),
+                nulls_distinct=False,
+                name="memory_unique_content",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.content[:60]}"
+
+    # what a revision records before and after a change
+    SNAPSHOT_FIELDS = (
+        "content",
+        "content_json",
+        "metadata",
+        "kind",
+        "role",
+        "importance",
+        "pinned",
+        "confidence",
+        "status",
+        "end_user_id",
+        "room_id",
+    )
+
+    def snapshot(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.SNAPSHOT_FIELDS}
