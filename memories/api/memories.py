@@ -32,9 +32,18 @@ FILTER_PARAMETERS = [
     OpenApiParameter(
         "status", str, description="active (default for list), archived, superseded, pruned"
     ),
+    OpenApiParameter("category", str, description="Facts of this category"),
+    OpenApiParameter("goal_status", str, description="Goals: open, done or abandoned"),
+    OpenApiParameter("subject", str, description="Relationships with this subject"),
+    OpenApiParameter("predicate", str, description="Relationships with this predicate"),
+    OpenApiParameter("object", str, description="Relationships with this object"),
     OpenApiParameter("start", datetime, description="created_at >= start"),
     OpenApiParameter("end", datetime, description="created_at < end"),
 ]
+
+
+# list filters on the structured kinds' content_json (memories/structured.py)
+STRUCTURED_FILTERS = ("category", "goal_status", "subject", "predicate", "object")
 
 
 def _query_params(
@@ -64,6 +73,13 @@ def _filtered(request: Request, params: dict[str, Any]) -> Any:
         memories = memories.of_kind(*params["kind"])
     if params.get("status"):
         memories = memories.filter(status=params["status"])
+    structured = {
+        ("status" if name == "goal_status" else name): params[name]
+        for name in STRUCTURED_FILTERS
+        if name in params
+    }
+    if structured:  # content_json @> {...}
+        memories = memories.filter(content_json__contains=structured)
     if params.get("start"):
         memories = memories.filter(created_at__gte=params["start"])
     if params.get("end"):
@@ -236,7 +252,7 @@ class MemoryDetailView(APIView):
     def patch(self, request: Request, memory_id: str) -> Response:
         """Change a memory; new content is re-embedded. The change is recorded."""
         memory = memory_get(request, memory_id)
-        data = s.MemoryUpdateSerializer(data=request.data)
+        data = s.MemoryUpdateSerializer(data=request.data, context={"kind": memory.kind})
         data.is_valid(raise_exception=True)
         memory = memory_update(memory=memory, changes=data.validated_data, actor=actor_of(request))
         return Response(s.MemoryOutputSerializer(memory_get(request, str(memory.pk))).data)

@@ -13,6 +13,12 @@ from memories.config import settings_schema
 from memories.models import EndUser, Memory, MemoryRevision, Room, SettingsRevision
 from memories.services.configuration import project_settings_get
 from memories.services.search import SearchMode
+from memories.structured import (
+    FACT_CATEGORIES,
+    GOAL_STATUSES,
+    StructuredContentError,
+    structured_content_clean,
+)
 
 
 def external_id_field(**kwargs: Any) -> serializers.CharField:
@@ -121,6 +127,20 @@ class MemoryInputSerializer(serializers.Serializer):
     def validate_room(self, value: str | None) -> str | None:
         return _no_slash(value)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs["content_json"] = structured_content_validated(
+            attrs["kind"], attrs.get("content_json", {})
+        )
+        return attrs
+
+
+def structured_content_validated(kind: str, content_json: dict[str, Any]) -> dict[str, Any]:
+    """A kind's content_json checked (memories/structured.py), as a 400 naming each key."""
+    try:
+        return structured_content_clean(kind=kind, content_json=content_json)
+    except StructuredContentError as error:
+        raise serializers.ValidationError({"content_json": error.errors}) from None
+
 
 class MemoryBatchInputSerializer(serializers.Serializer):
     memories = MemoryInputSerializer(many=True, allow_empty=False)
@@ -142,8 +162,13 @@ class MemoryUpdateSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Memory.Status.choices, required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """context["kind"]: the memory's kind, whose content_json rules apply."""
         if not attrs:
             raise serializers.ValidationError("Give at least one field to change.")
+        if "content_json" in attrs:
+            attrs["content_json"] = structured_content_validated(
+                self.context["kind"], attrs["content_json"]
+            )
         return attrs
 
 
@@ -156,6 +181,15 @@ class MemoryFilterSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )
     status = serializers.ChoiceField(choices=Memory.Status.choices, required=False)
+    category = serializers.ChoiceField(
+        choices=FACT_CATEGORIES, required=False, help_text="Facts of this category."
+    )
+    goal_status = serializers.ChoiceField(
+        choices=GOAL_STATUSES, required=False, help_text="Goals with this status."
+    )
+    subject = serializers.CharField(required=False, max_length=255, help_text="Relationships.")
+    predicate = serializers.CharField(required=False, max_length=255, help_text="Relationships.")
+    object = serializers.CharField(required=False, max_length=255, help_text="Relationships.")
     start = serializers.DateTimeField(required=False, help_text="created_at >= start")
     end = serializers.DateTimeField(required=False, help_text="created_at < end")
 
