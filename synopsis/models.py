@@ -1,11 +1,11 @@
-"""The synopsis app's own records: one row per call to the LLM provider."""
+"""The synopsis app's own records: calls to the LLM provider, messages mined for facts."""
 
 from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
 
-from memories.models import Project
+from memories.models import Memory, Project
 
 
 class LlmCall(models.Model):
@@ -46,3 +46,30 @@ class LlmCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} with {self.model}: {self.status}"
+
+
+class FactExtraction(models.Model):
+    """A user message mined for facts (or skipped, or failed): each message is mined
+    once, and a failed extraction is recorded here with its error."""
+
+    class Status(models.TextChoices):
+        DONE = "done"
+        SKIPPED = "skipped"  # no user, extraction off for the project, only the hub's text
+        FAILED = "failed"  # the LLM's answer was not valid: nothing stored
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="fact_extractions")
+    message = models.OneToOneField(Memory, on_delete=models.CASCADE, related_name="fact_extraction")
+    status = models.CharField(max_length=8, choices=Status.choices)
+    extractor = models.CharField(max_length=200, blank=True)  # "offline" or "llm:<model>"
+    facts = models.PositiveSmallIntegerField(default=0)  # facts created or reinforced
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # the admin's and the bench's view of recent extractions per project
+            models.Index(fields=["project", "-created_at"], name="fact_extraction_project"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.message_id}"

@@ -166,6 +166,7 @@ class Memory(models.Model):
         "status",
         "end_user_id",
         "room_id",
+        "source_ids",
     )
 
     def snapshot(self) -> dict[str, Any]:

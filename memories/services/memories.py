@@ -185,13 +185,16 @@ def _memory_create_batch(
         )
         transaction.on_commit(embedding_enqueue)
         created_ids = [m.pk for m in new]
-        room_ids = sorted({m.room_id for m in new if m.room_id and m.kind == Memory.Kind.MESSAGE})
+        messages = [m for m in new if m.kind == Memory.Kind.MESSAGE]
+        room_ids = sorted({m.room_id for m in messages if m.room_id})
+        user_message_ids = [m.pk for m in messages if m.role == Memory.Role.USER and m.end_user_id]
         transaction.on_commit(
             lambda: memories_created.send(
                 sender=Memory,
                 project_id=project.pk,
                 memory_ids=created_ids,
                 message_room_ids=room_ids,
+                user_message_ids=user_message_ids,
             )
         )
     return results
@@ -205,6 +208,7 @@ UPDATABLE_FIELDS = (
     "importance",
     "confidence",
     "status",
+    "source_ids",  # e.g. a fact confirmed again by another message
 )
 
 
@@ -256,6 +260,21 @@ def memories_status_change(
             for memory, old in zip(memories, before, strict=True)
         ]
     )
+
+
+@transaction.atomic
+def memory_supersede(*, memory: Memory, successor: Memory, actor: Actor) -> Memory:
+    """Mark ``memory`` superseded by ``successor`` (the link in its metadata), recorded
+    as a `supersede` revision; it stays readable in history."""
+    memory = Memory.objects.select_for_update().get(pk=memory.pk)
+    before = memory.snapshot()
+    memory.status = Memory.Status.SUPERSEDED
+    memory.metadata = {**memory.metadata, "superseded_by": str(successor.pk)}
+    memory.save(update_fields=["status", "metadata", "updated_at"])
+    revision_build(
+        memory=memory, action="supersede", actor=actor, before=before, after=memory.snapshot()
+    ).save()
+    return memory
 
 
 @transaction.atomic

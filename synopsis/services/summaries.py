@@ -188,9 +188,9 @@ def _summary_write(
 
 
 ROOM_SUMMARIZE_TASK = "synopsis.tasks.room_summarize_task"
-# summaries have their own queue, and each task does one batch: the worker takes its
-# queues in turn, so a backlog of summaries delays a new embedding by one batch at most
-SUMMARY_QUEUE = "summaries"
+# derived memory (summaries, facts) has its own queue, and each task does one batch: the
+# worker takes its queues in turn, so a backlog delays a new embedding by one batch at most
+DERIVED_QUEUE = "derived"
 QUEUED_FLAG = "memoryhub:summarize-queued:{}"
 QUEUED_FLAG_TTL = 300  # a lost task's room is summarized again by the sweep after this
 
@@ -206,7 +206,7 @@ def room_summarize_enqueue(*, room_ids: list[int]) -> int:
         flag = QUEUED_FLAG.format(room_id)
         if client.set(flag, "1", nx=True, ex=QUEUED_FLAG_TTL):
             try:
-                current_app.send_task(ROOM_SUMMARIZE_TASK, args=[room_id], queue=SUMMARY_QUEUE)
+                current_app.send_task(ROOM_SUMMARIZE_TASK, args=[room_id], queue=DERIVED_QUEUE)
             except Exception:
                 client.delete(flag)
                 raise
