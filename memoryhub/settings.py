@@ -158,10 +158,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# a worker consumes every queue listed here, in turn: summaries have their own, so a
-# backlog of them never stands in front of the embedding tasks (synopsis/services/summaries.py)
-CELERY_TASK_QUEUES = (Queue("default"), Queue("summaries"))
-CELERY_TASK_ROUTES = {"synopsis.tasks.room_summarize_task": {"queue": "summaries"}}
+# a worker consumes every queue listed here, in turn: derived memory (summaries, facts)
+# has its own, so a backlog of it never stands in front of the embedding tasks
+CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"))
+CELERY_TASK_ROUTES = {
+    "synopsis.tasks.room_summarize_task": {"queue": "derived"},
+    "synopsis.tasks.facts_extract_task": {"queue": "derived"},
+    "synopsis.tasks.facts_extract_sweep_task": {"queue": "derived"},
+}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
@@ -172,6 +176,10 @@ CELERY_BEAT_SCHEDULE = {
     "summaries-sweep": {  # rooms over capacity that no write's signal queued
         "task": "synopsis.tasks.room_summarize_sweep_task",
         "schedule": env_float("SUMMARY_SWEEP_INTERVAL", 60.0),
+    },
+    "facts-sweep": {  # recent user messages that no write's signal had mined
+        "task": "synopsis.tasks.facts_extract_sweep_task",
+        "schedule": env_float("FACTS_SWEEP_INTERVAL", 300.0),
     },
     "working-memory-trim": {  # FIFO cap and expired ids of every room's working memory
         "task": "memories.tasks.working_memory_trim_task",
