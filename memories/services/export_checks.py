@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from memories.config import ROOM_SECTIONS, SettingsError, settings_validate
 from memories.models import Memory, content_hash
 from memories.services.exports import FORMAT, VERSION
+from memories.structured import StructuredContentError, structured_content_clean
 
 MAX_ERRORS = 100  # an invalid file lists this many bad fields at most
 
@@ -167,6 +168,7 @@ MEMORY_PARSERS: dict[str, tuple[Parser, Any]] = {  # field: (parser, default whe
     "accessed_at": (_optional(_moment), None),
     "status": (_choice(Memory.Status.values), Memory.Status.ACTIVE),
     "unique": (_boolean, False),
+    "pinned": (_boolean, False),
     "source_ids": (_source_ids, list),
     "document_id": (_optional(_uuid), None),
     "chunk_index": (_optional(_number(0, MAX_INT, integer=True)), None),
@@ -336,11 +338,25 @@ def export_document_check(document: Any) -> dict[str, Any]:
                 parsed["settings"] = check.room_settings(item.get("settings", {}), path)
             elif part == "memories":
                 parsed["embeddings"] = check.embeddings(item.get("embeddings", []), path)
+                _structured_check(check, parsed, path)
             parts[part].append((path, parsed))
     _references_check(check, parts)
     if check.errors:
         raise ExportInvalid(check.errors)
     return {part: [item for _, item in items] for part, items in parts.items()}
+
+
+def _structured_check(check: _Check, memory: dict[str, Any], path: str) -> None:
+    """A fact's, relationship's or goal's content_json, as the API checks it."""
+    if memory.get("kind") is None or not isinstance(memory.get("content_json"), dict):
+        return  # already named by the field checks
+    try:
+        memory["content_json"] = structured_content_clean(
+            kind=memory["kind"], content_json=memory["content_json"]
+        )
+    except StructuredContentError as error:
+        for key, messages in error.errors.items():
+            check.fail(f"{path}.content_json.{key}", " ".join(messages))
 
 
 def _references_check(check: _Check, parts: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:

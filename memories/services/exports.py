@@ -51,9 +51,9 @@ def _time(value: datetime | None) -> str | None:
 
 
 MEMORY_FIELDS = (
-    "id", "kind", "role", "content", "content_json", "metadata", "importance", "confidence",
-    "access_count", "accessed_at", "status", "is_unique", "source_ids", "document_id",
-    "chunk_index", "created_at", "updated_at",
+    "id", "kind", "role", "content", "content_json", "metadata", "importance", "pinned",
+    "confidence", "access_count", "accessed_at", "status", "is_unique", "source_ids",
+    "document_id", "chunk_index", "created_at", "updated_at",
 )  # fmt: skip
 
 
@@ -147,6 +147,7 @@ def _memory_document(row: dict[str, Any]) -> dict[str, Any]:
         "content_json": row["content_json"],
         "metadata": row["metadata"],
         "importance": row["importance"],
+        "pinned": row["pinned"],
         "confidence": row["confidence"],
         "access_count": row["access_count"],
         "accessed_at": _time(row["accessed_at"]),

@@ -246,7 +246,7 @@ def _memories_new(
 
 MEMORY_COLUMNS = (
     "id", "kind", "role", "content", "content_json", "metadata", "content_hash", "importance",
-    "confidence", "access_count", "accessed_at", "status", "source_ids", "document_id",
+    "pinned", "confidence", "access_count", "accessed_at", "status", "source_ids", "document_id",
     "chunk_index", "created_at",
 )  # fmt: skip
 

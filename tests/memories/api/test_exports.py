@@ -339,6 +339,17 @@ def broken(change):
         (broken(lambda d: d.update(memories={"a": 1})), "memories", "Must be a list"),
         (broken(lambda d: d["memories"].append("text")), "memories[2]", "JSON object"),
         (minimal(kind="memo"), "memories[1].kind", "Must be one of"),
+        (
+            minimal(kind="relationship", content_json={"subject": "Carol", "predicate": "sister"}),
+            "memories[1].content_json.object",
+            "Required for a relationship",
+        ),
+        (
+            minimal(kind="goal", content_json={"status": "paused"}),
+            "memories[1].content_json.status",
+            "Must be one of",
+        ),
+        (minimal(pinned="yes"), "memories[1].pinned", ""),
         (minimal(role="robot"), "memories[1].role", "Must be one of"),
         (minimal(status="gone"), "memories[1].status", "Must be one of"),
         (broken(lambda d: d["memories"][1].pop("content")), "memories[1].content", "required"),
@@ -414,3 +425,10 @@ def test_an_invalid_query_parameter_is_a_400(owner):
     response = owner.client.get("/api/v1/users/alice/export/", {"vectors": "maybe"})
     assert response.status_code == 400
     assert "vectors" in response.json()
+
+
+def test_pinned_travels_with_the_memory(owner):
+    document = minimal(pinned=True)
+    import_(owner, document)
+    exported = user_export(owner, "carol")
+    assert [m["pinned"] for m in exported["memories"]] == [False, True]
