@@ -144,9 +144,11 @@ class MemoryAdmin(admin.ModelAdmin):
         "status",
         "embedding_status",
         "importance",
+        "pinned",
+        "importance_score",
         "created_at",
     ]
-    list_filter = ["project", "kind", "status", "embedding_status", "role"]
+    list_filter = ["project", "kind", "status", "embedding_status", "role", "pinned"]
     search_fields = ["content", "end_user__external_id", "room__external_id"]
     list_select_related = ["end_user", "room"]
     readonly_fields = [
@@ -155,6 +157,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "content_hash",
         "embedding_status",
         "embedded_at",
+        "importance_score",
         "access_count",
         "accessed_at",
         "created_at",
@@ -162,7 +165,7 @@ class MemoryAdmin(admin.ModelAdmin):
     ]
     exclude = ["search_vector"]
     raw_id_fields = ["end_user", "room", "agent"]
-    actions = ["re_embed", "archive"]
+    actions = ["re_embed", "archive", "pin", "unpin"]
     date_hierarchy = "created_at"
 
     @admin.display(description="content")
@@ -202,6 +205,18 @@ class MemoryAdmin(admin.ModelAdmin):
                 memory=memory, changes={"status": Memory.Status.ARCHIVED}, actor=_actor(request)
             )
         self.message_user(request, "Archived.")
+
+    @admin.action(description="Pin selected memories (never pruned, importance 1)")
+    def pin(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        for memory in queryset:
+            memory_update(memory=memory, changes={"pinned": True}, actor=_actor(request))
+        self.message_user(request, "Pinned.")
+
+    @admin.action(description="Unpin selected memories")
+    def unpin(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        for memory in queryset:
+            memory_update(memory=memory, changes={"pinned": False}, actor=_actor(request))
+        self.message_user(request, "Unpinned.")
 
 
 @admin.register(MemoryRevision)

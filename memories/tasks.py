@@ -6,17 +6,26 @@ Task names are explicit: the beat schedule (settings.CELERY_BEAT_SCHEDULE) and
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
+from django.db import DatabaseError
 
 from memories.embeddings import EmbeddingError
+from memories.models import Project
+from memories.services.access import accesses_flush
 from memories.services.embedding import (
     EMBEDDING_RUN_TASK,
     embedding_pending_count,
     embedding_run,
 )
 from memories.services.idempotency import idempotency_keys_purge
+from memories.services.importance import importance_recompute
+from memories.services.maintenance import maintenance_run
 from memories.services.working import working_trim
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -54,3 +63,27 @@ def working_memory_trim_task() -> int:
     """Purge expired ids and apply each room's working-memory cap (FIFO); clear rooms
     that are gone. Redis down: the next beat run tries again."""
     return working_trim()
+
+
+@shared_task(name="memories.tasks.accesses_flush_task", soft_time_limit=120, time_limit=150)
+def accesses_flush_task() -> int:
+    """Write the reads counted in Redis to the memories' access_count and accessed_at."""
+    return accesses_flush()
+
+
+@shared_task(name="memories.tasks.importance_recompute_task", soft_time_limit=3000, time_limit=3300)
+def importance_recompute_task() -> int:
+    """Recompute every project's importance scores, one maintenance run per project (a
+    project whose run fails, e.g. on a deadlock, is recorded and the others go on)."""
+    changed = 0
+    for project in Project.objects.order_by("pk"):
+        covered: list[int] = []  # the memories of each chunk
+        try:
+            with maintenance_run(task="importance", project=project) as run:
+                done = importance_recompute(project=project, progress=covered.append)
+                run.counts = {"memories": sum(covered), "changed": done}
+        except DatabaseError:
+            logger.exception("importance recompute of project %s failed", project.pk)
+            continue
+        changed += done
+    return changed

@@ -185,6 +185,14 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memories.tasks.working_memory_trim_task",
         "schedule": env_float("WORKING_MEMORY_FIFO_INTERVAL_MIN", 5.0) * 60,
     },
+    "accesses-flush": {  # reads counted in Redis -> access_count, accessed_at
+        "task": "memories.tasks.accesses_flush_task",
+        "schedule": env_float("ACCESS_FLUSH_INTERVAL", 30.0),
+    },
+    "importance-recompute": {  # MUXI importance scores, one maintenance run per project
+        "task": "memories.tasks.importance_recompute_task",
+        "schedule": env_float("IMPORTANCE_RECOMPUTE_INTERVAL", 3600.0),
+    },
     "idempotency-keys-purge": {
         "task": "memories.tasks.idempotency_keys_purge_task",
         "schedule": crontab(minute=17),

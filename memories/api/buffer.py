@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from memories.api.scoping import room_get
 from memories.api.serializers import JSONObjectField, SharedMemoryField
+from memories.services.access import accesses_record
 from memories.services.buffer import buffer_get, buffer_search
 
 MAX_LIMIT = 100
@@ -121,6 +122,7 @@ class BufferSearchView(APIView):
             recency_bias=params.get("recency_bias"),
             filter_metadata=params.get("filter_metadata"),
         )
+        accesses_record(project=room.project, memory_ids=[memory.pk for memory, _ in result.hits])
         payload = {
             "method": result.method,
             "reason": result.reason,

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from memories.api import serializers as s
 from memories.api.scoping import project_of
 from memories.models import EndUser, Memory, Project, Room
+from memories.services.access import accesses_record
 from memories.services.search import SearchFilters, SearchResult, memory_search
 
 
@@ -41,6 +42,7 @@ class SearchView(APIView):
                 threshold=params.get("threshold"),
                 explain=params["explain"],
             )
+            accesses_record(project=project, memory_ids=[hit.memory.pk for hit in result.hits])
         output = s.SearchOutputSerializer(result, context={"explain": params["explain"]})
         return Response(output.data)
 

@@ -90,6 +90,9 @@ class ContentField(serializers.CharField):
         return value
 
 
+PINNED_HELP = "Never pruned; explicit importance counts as 1."
+
+
 class MemoryInputSerializer(serializers.Serializer):
     id = serializers.UUIDField(
         required=False, help_text="Client-chosen id; a retry returns the stored memory."
@@ -111,6 +114,7 @@ class MemoryInputSerializer(serializers.Serializer):
     )
     metadata = JSONObjectField(required=False, default=dict)
     importance = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    pinned = serializers.BooleanField(required=False, help_text=PINNED_HELP)
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
     unique = serializers.BooleanField(
         default=False,
@@ -158,6 +162,7 @@ class MemoryUpdateSerializer(serializers.Serializer):
     metadata = JSONObjectField(required=False)
     role = serializers.ChoiceField(choices=Memory.Role.choices, required=False, allow_blank=True)
     importance = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
+    pinned = serializers.BooleanField(required=False, help_text=PINNED_HELP)
     confidence = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
     status = serializers.ChoiceField(choices=Memory.Status.choices, required=False)
 
@@ -214,9 +219,17 @@ class MemoryOutputSerializer(serializers.ModelSerializer):
         model = Memory
         fields = [
             "id", "user", "room", "agent", "kind", "role", "content", "content_json", "metadata",
-            "importance", "confidence", "access_count", "accessed_at", "status", "embedding_status",
-            "source_ids", "document_id", "chunk_index", "created_at", "updated_at",
+            "importance", "pinned", "importance_score", "confidence", "access_count",
+            "accessed_at", "status", "embedding_status", "source_ids", "document_id",
+            "chunk_index", "created_at", "updated_at",
         ]  # fmt: skip
+        extra_kwargs = {
+            "pinned": {"help_text": PINNED_HELP},
+            "importance_score": {
+                "help_text": "MUXI importance: recency, access frequency and explicit "
+                "importance, weighted by the project's importance settings; recomputed by beat."
+            },
+        }
 
     # with_external_ids() annotates these; a memory loaded otherwise reads its relations
     def get_user(self, memory: Memory) -> str | None:

@@ -46,6 +46,7 @@ class MemoryInput:
     content_json: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     importance: float | None = None
+    pinned: bool = False
     confidence: float | None = None
     unique: bool = False
     id: uuid.UUID | None = None
@@ -107,6 +108,7 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
         metadata=item.metadata,
         content_hash=content_hash(item.content),
         is_unique=item.unique,
+        pinned=item.pinned,
         created_at=item.created_at or timezone.now(),
         source_ids=item.source_ids,
     )
@@ -206,6 +208,7 @@ UPDATABLE_FIELDS = (
     "metadata",
     "role",
     "importance",
+    "pinned",
     "confidence",
     "status",
     "source_ids",  # e.g. a fact confirmed again by another message

@@ -23,8 +23,11 @@ class SearchHit:
 
 
 def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, tuple[datetime, float]]:
-    """(created_at, importance) of each memory still there, by id."""
-    rows = Memory.objects.filter(pk__in=memory_ids).values_list("pk", "created_at", "importance")
+    """(created_at, importance score) of each memory still there, by id: the score is
+    MUXI's importance (services/importance.py), which counts the explicit importance."""
+    rows = Memory.objects.filter(pk__in=memory_ids).values_list(
+        "pk", "created_at", "importance_score"
+    )
     return {pk: (created_at, importance) for pk, created_at, importance in rows}
 
 

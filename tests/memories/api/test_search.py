@@ -8,6 +8,7 @@ from django.db import connection
 from memories.embeddings import get_provider
 from memories.models import Embedding, EndUser, Memory
 from memories.services.embedding import embedding_space_get
+from memories.services.importance import importance_recompute
 from tests.conftest import embed_pending, vector_search_plans
 
 SEARCH = "/api/v1/search/"
@@ -169,6 +170,7 @@ def test_importance_weight_ranks_by_importance(corpus):
     nurse = Memory.objects.get(content__startswith="I work as a nurse")
     Memory.objects.filter(pk=nurse.pk).update(importance=1.0)
     Memory.objects.filter(project=corpus.project).exclude(pk=nurse.pk).update(importance=0.0)
+    importance_recompute(project=corpus.project)  # search reads the importance score
     query = {"query": "Whiskers the cat", "user": "alice", "explain": True}
     assert top(search(corpus, **query))[0] == "My cat is called Whiskers"
     search_settings(corpus, importance_weight=1.0)
