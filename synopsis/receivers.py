@@ -9,6 +9,7 @@ from django.dispatch import receiver
 
 from memories.services.buffer import rooms_over_capacity
 from memories.signals import memories_created
+from synopsis.services.facts import facts_extract_enqueue
 from synopsis.services.summaries import room_summarize_enqueue
 
 logger = logging.getLogger(__name__)
@@ -30,3 +31,19 @@ def summarize_overflowing_rooms(
             room_summarize_enqueue(room_ids=over)
     except Exception:
         logger.exception("could not queue summaries for project %s (the sweep will)", project_id)
+
+
+@receiver(memories_created, dispatch_uid="synopsis.mine_user_messages")
+def mine_user_messages(sender: Any, project_id: int, memory_ids: list[Any], **kwargs: Any) -> None:
+    """New user messages get a fact-extraction task (the beat sweep catches the ones a
+    Redis outage lost). Senders that do not say which are user messages: all ids go,
+    and the task keeps the user messages."""
+    ids = kwargs.get("user_message_ids", memory_ids)
+    if not ids:
+        return
+    try:
+        facts_extract_enqueue(memory_ids=ids)
+    except Exception:
+        logger.exception(
+            "could not queue fact extraction for project %s (the sweep will)", project_id
+        )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from celery import shared_task
 
 from memories.services.buffer import rooms_over_capacity
+from memories.services.maintenance import maintenance_run
 from synopsis.llm import LlmError
+from synopsis.services.facts import FACTS_EXTRACT_TASK, facts_unmined, messages_facts_extract
 from synopsis.services.summaries import (
     ROOM_SUMMARIZE_TASK,
     room_over_capacity,
@@ -41,3 +43,30 @@ def room_summarize_task(self, room_id: int) -> int:  # type: ignore[no-untyped-d
 def room_summarize_sweep_task() -> int:
     """Queue a summary task for every room over capacity that a signal missed."""
     return room_summarize_enqueue(room_ids=rooms_over_capacity())
+
+
+@shared_task(
+    name=FACTS_EXTRACT_TASK,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=8,
+)
+def facts_extract_task(self, memory_ids: list[str]) -> int:  # type: ignore[no-untyped-def]
+    """Mine the user messages of ``memory_ids`` for facts (each once)."""
+    try:
+        return messages_facts_extract(memory_ids=memory_ids)
+    except LlmError as exc:
+        if exc.retryable:  # the LLM is down: the messages stay unmined until it is back
+            raise self.retry(exc=exc, countdown=min(600, 2 ** (self.request.retries + 3))) from exc
+        raise
+
+
+@shared_task(name="synopsis.tasks.facts_extract_sweep_task", acks_late=True)
+def facts_extract_sweep_task() -> int:
+    """Mine recent user messages that no signal had mined (one bounded batch)."""
+    with maintenance_run(task="facts_sweep") as run:
+        ids = facts_unmined()
+        facts = messages_facts_extract(memory_ids=ids) if ids else 0
+        run.counts = {"messages": len(ids), "facts": facts}
+    return facts
