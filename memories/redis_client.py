@@ -20,6 +20,7 @@ def _client(url: str) -> redis.Redis:
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         health_check_interval=30,
+        retry=None,  # redis-py 8 retries a refused connection for ~4.6 s by default
     )
 
 
