@@ -161,3 +161,17 @@ def test_an_operators_retraction_and_correction_are_not_undone(owner):
     assert "User loves jazz." not in active
     assert "User works at Acme Corporation." in active
     assert "User works at Globex." not in facts_of(owner)
+
+
+def test_the_command_mines_what_was_not_mined(owner, outsider):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    ids = [say(owner, i) for i in range(len(SCRIPT))]
+    say(outsider, 0)
+    out = StringIO()
+    call_command("extract_facts", "--project", "owner", stdout=out)
+    assert "Mined 5 messages" in out.getvalue()
+    check_the_facts(owner, ids, porto="User moved to Porto.")
+    assert not FactExtraction.objects.filter(project=outsider.project).exists()
