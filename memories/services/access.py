@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -70,21 +72,36 @@ return moved
 
 def accesses_record(*, project: Project, memory_ids: list[Any]) -> None:
     """Count one read of each memory (when the project's ``importance.track_access`` is
-    on): one Redis round trip (a script). Never raises: with Redis down the reads go
-    uncounted (logged at debug) and counting pauses for PAUSE_SECONDS."""
-    global _paused_until
+    on): one Redis round trip (a script), made by a background thread so the read does
+    not wait for it. Never raises: with Redis down the reads go uncounted (logged at
+    debug) and counting pauses for PAUSE_SECONDS."""
     if not memory_ids or time.monotonic() < _paused_until:
         return
     if not _tracking_on(json.dumps(project.settings, sort_keys=True, default=str)):
         return
     ids = [str(memory_id) for memory_id in dict.fromkeys(memory_ids)]
+    # sent by this process's counting thread: the read answers without waiting on Redis
+    _sender(os.getpid()).submit(_send, ids, time.time())
+
+
+def _send(ids: list[str], at: float) -> None:
+    global _paused_until
     try:
-        _recorder(settings.REDIS_URL)(
-            keys=[ACCESS_COUNT_KEY, ACCESS_AT_KEY], args=[time.time(), *ids]
-        )
+        _recorder(settings.REDIS_URL)(keys=[ACCESS_COUNT_KEY, ACCESS_AT_KEY], args=[at, *ids])
     except Exception as error:  # counting a read must never fail the read
         _paused_until = time.monotonic() + PAUSE_SECONDS
         logger.debug("accesses of %d memories not counted: %s", len(ids), error)
+
+
+@lru_cache(maxsize=4)
+def _sender(pid: int) -> ThreadPoolExecutor:
+    # one per process (by pid: a forked web worker must not inherit its parent's thread)
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="access-count")
+
+
+def accesses_sent(timeout: float = 5.0) -> None:
+    """Wait until the reads this process counted have reached Redis."""
+    _sender(os.getpid()).submit(lambda: None).result(timeout=timeout)
 
 
 @lru_cache(maxsize=1024)
@@ -112,6 +129,7 @@ def accesses_flush() -> int:
     the later of both) in one transaction, skipping memories that are gone; no
     updated_at, no revision. Returns how many memories were updated. Raises RedisError
     with Redis down (the counts wait in Redis for the next flush)."""
+    accesses_sent()  # this process's own counted reads first (a worker has none)
     client = redis_client()
     tokens = [_orphan_take(client, token) for token in _orphans(client)]
     tokens.append(_take(client, ACCESS_COUNT_KEY, ACCESS_AT_KEY, previous=""))

@@ -108,6 +108,7 @@ def test_with_redis_down_search_still_answers_and_counting_pauses(owner, setting
         port = probe.getsockname()[1]
     settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
     assert keyword_search(owner, "Whiskers") == [str(cat.pk)]
+    access.accesses_sent()  # the counting thread has tried (and failed)
     assert access._paused_until > time.monotonic()  # the next reads do not try
     settings.REDIS_URL = settings.CACHES["default"]["LOCATION"]
     assert keyword_search(owner, "Whiskers") == [str(cat.pk)]
