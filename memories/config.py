@@ -274,6 +274,62 @@ class PruningSettings:
 
 
 @dataclass(frozen=True)
+class SynopsisSettings:
+    """The user synopsis (MUXI's two-tier cache): an identity part that changes slowly
+    and a context part that follows the conversation."""
+
+    identity_ttl_hours: float = setting(
+        168.0, "The identity part is regenerated after this long.", minimum=0.01, maximum=8760.0
+    )
+    context_ttl_hours: float = setting(
+        1.0, "The context part is regenerated after this long.", minimum=0.01, maximum=8760.0
+    )
+    refresh_on_access: bool = setting(
+        True, "A read of a stale synopsis serves it and schedules its regeneration."
+    )
+    refresh_after_facts: int = setting(
+        5,
+        "Regenerate once this many facts were created or changed since the last generation "
+        "(0: only by TTL).",
+        minimum=0,
+        maximum=10_000,
+    )
+    max_tokens: int = setting(300, "Length limit of each part in tokens.", minimum=20, maximum=4000)
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """POST /api/v1/context/: what an agent puts in its prompt, fitted to a budget."""
+
+    max_tokens: int = setting(
+        4000, "Budget of a context that names none.", minimum=100, maximum=200_000
+    )
+    history_share: float = setting(
+        0.5, "Share of the budget for the room's recent turns and summaries.", minimum=0.0,
+        maximum=1.0,
+    )  # fmt: skip
+    retrieved_share: float = setting(
+        0.3, "Share of the budget for older memories and knowledge found by search.",
+        minimum=0.0, maximum=1.0,
+    )  # fmt: skip
+    similarity_weight: float = setting(
+        0.6, "Facts: weight of the similarity to the query.", minimum=0.0, maximum=1.0
+    )
+    confidence_weight: float = setting(
+        0.4, "Facts: weight of the fact's confidence.", minimum=0.0, maximum=1.0
+    )
+    encoding: str = setting(
+        "cl100k_base", "Token counting of a context that names none.", choices=("cl100k_base",)
+    )
+
+    def __post_init__(self) -> None:
+        if self.history_share + self.retrieved_share > 1.0:
+            raise SettingsError(
+                {"context.retrieved_share": ["history_share + retrieved_share must be at most 1."]}
+            )
+
+
+@dataclass(frozen=True)
 class ProjectSettings:
     """Every section of a project's configuration."""
 
@@ -283,6 +339,8 @@ class ProjectSettings:
     facts: FactSettings = field(default_factory=FactSettings)
     importance: ImportanceSettings = field(default_factory=ImportanceSettings)
     pruning: PruningSettings = field(default_factory=PruningSettings)
+    synopsis: SynopsisSettings = field(default_factory=SynopsisSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
 
 
 # the sections a room can override (PATCH /api/v1/rooms/{room}/ {"settings": ...})
