@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import buffer, exports, memories, search, settings, users, working
+from memories.api import buffer, context, exports, memories, search, settings, users, working
 
 app_name = "api"
 urlpatterns = [
@@ -44,6 +44,7 @@ urlpatterns = [
         name="memory-revisions",
     ),
     path("search/", search.SearchView.as_view(), name="search"),
+    path("context/", context.ContextView.as_view(), name="context"),
     path("settings/", settings.SettingsView.as_view(), name="settings"),
     path(
         "settings/revisions/",

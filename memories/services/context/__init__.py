@@ -1,0 +1,159 @@
+"""The context builder (the query planner): what an agent puts in its prompt before an
+LLM call, fitted to a token budget counted exactly.
+
+Sections, filled in this order (a section's unused budget flows to the next): the
+user's synopsis, the facts ranked by similarity and confidence, working-memory notes,
+the room's recent turns and newest summary, and older memories found by the project's
+default search. A memory or a near-identical text appears once, in its most valuable
+section. The rendered text is re-counted, never summed, so it is always within the
+budget. Modules: query.py (the query from the last turns), sources.py (each
+section's candidates), fitting.py (budgets, de-duplication, rendering), history.py
+(what the room's full history would have cost).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memories.models import EndUser, Room
+from memories.services.access import accesses_record
+from memories.services.configuration import project_settings_get, room_settings_get
+from memories.services.context.fitting import (
+    Section,
+    budgets_split,
+    deduplicate,
+    fit,
+    sections_fill,
+)
+from memories.services.context.history import history_tokens, savings_record
+from memories.services.context.query import query_from_messages
+from memories.services.context.sources import (
+    Candidate,
+    fact_candidates,
+    history_candidates,
+    retrieved_candidates,
+    synopsis_candidates,
+    working_candidates,
+)
+from memories.services.search.query_embedding import query_embedding_start
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ContextResult", "context_build"]
+
+
+@dataclass
+class ContextResult:
+    query: str | None
+    sections: list[Section]
+    duplicates: list[Candidate]
+    prompt: str
+    total_tokens: int
+    max_tokens: int
+    encoding: str
+    notes: list[str]
+    full_history_tokens: int
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def saved_tokens(self) -> int:
+        return max(0, self.full_history_tokens - self.total_tokens)
+
+
+def context_build(
+    *,
+    end_user: EndUser,
+    room: Room | None = None,
+    query: str | None = None,
+    messages: list[dict[str, Any]] | None = None,
+    max_tokens: int | None = None,
+    shares: dict[str, float] | None = None,
+    encoding: str | None = None,
+    similarity_weight: float | None = None,
+    confidence_weight: float | None = None,
+) -> ContextResult:
+    """What to put in the prompt for this user (and room) and this query (or the last
+    turns of ``messages``), within ``max_tokens`` (default: the project's)."""
+    clock = time.perf_counter()
+    timings: dict[str, float] = {}
+    config = project_settings_get(project=end_user.project)
+    settings = config.context
+    buffer = room_settings_get(room=room).buffer if room is not None else config.buffer
+    max_tokens = max_tokens or settings.max_tokens
+    encoding = encoding or settings.encoding
+    if query is None and messages:
+        query = query_from_messages(messages) or None
+    notes: list[str] = []
+    with _timed(timings, "embed_query"):
+        query_vector, space_id = _query_vector(query, notes)
+    candidates: list[Candidate] = []
+    with _timed(timings, "synopsis"):
+        candidates += synopsis_candidates(end_user=end_user)
+    with _timed(timings, "facts"):
+        candidates += fact_candidates(
+            end_user=end_user, query_vector=query_vector, space_id=space_id,
+            similarity_weight=settings.similarity_weight if similarity_weight is None
+            else similarity_weight,
+            confidence_weight=settings.confidence_weight if confidence_weight is None
+            else confidence_weight,
+        )  # fmt: skip
+    with _timed(timings, "history"):
+        candidates += history_candidates(end_user=end_user, room=room, buffer=buffer)
+    with _timed(timings, "working"):
+        working, note = working_candidates(room=room, query=query)
+        candidates += working
+        notes += [note] if note else []
+    with _timed(timings, "retrieval"):
+        retrieval = retrieved_candidates(end_user=end_user, query=query, query_vector=query_vector)
+        candidates += retrieval.candidates
+    with _timed(timings, "ranking"):
+        kept, duplicates = deduplicate(candidates)
+        budgets = budgets_split(
+            max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
+            shares=shares,
+        )  # fmt: skip
+    with _timed(timings, "token_counting"):
+        sections = sections_fill(kept, budgets, encoding)
+    with _timed(timings, "rendering"):
+        prompt, total = fit(sections, max_tokens, encoding)
+    with _timed(timings, "accounting"):
+        full = history_tokens(end_user=end_user, room=room, encoding=encoding)
+        savings_record(end_user=end_user, served=total, full=full)
+        retrieved = [c.key for s in sections if s.name == "retrieved" for c in s.items]
+        accesses_record(project=end_user.project, memory_ids=retrieved)
+    timings["total"] = (time.perf_counter() - clock) * 1000
+    return ContextResult(
+        query=query, sections=sections, duplicates=duplicates, prompt=prompt,
+        total_tokens=total, max_tokens=max_tokens, encoding=encoding, notes=notes,
+        full_history_tokens=full, timings_ms=timings,
+    )  # fmt: skip
+
+
+def _query_vector(query: str | None, notes: list[str]) -> tuple[np.ndarray | None, int | None]:
+    """The query's vector and its space; (None, None) without a query or a model."""
+    if not query:
+        return None, None
+    try:
+        started = query_embedding_start(query, None)
+        assert started is not None
+        vector = np.asarray(started.wait({}), dtype=np.float32)
+        norm = float(np.linalg.norm(vector))
+        return (vector / norm if norm else vector), started.space.pk
+    except Exception as error:  # the model is unavailable: keyword search and recency
+        logger.warning("context: query embedding failed: %s", error)
+        notes.append(f"embedding model unavailable ({error}): keyword search and recency only")
+        return None, None
+
+
+@contextmanager
+def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    timings[step] = round((time.perf_counter() - start) * 1000, 2)

@@ -1,0 +1,87 @@
+"""Token accounting: what the room's (or user's) whole history would have cost as a
+prompt, against what the context served; totals per user for the dashboard."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.db.models import Q
+
+from memories.models import EndUser, Memory, Room
+from memories.redis_client import redis_client
+from memories.tokens import token_count
+
+logger = logging.getLogger(__name__)
+
+CACHE_KEY = "memoryhub:history-tokens:{encoding}:{scope}"
+TOTALS_KEY = "memoryhub:context-totals:{project}"  # hash: "<user id>:<field>" -> n
+CACHE_TTL = 7 * 86400
+
+
+def history_tokens(*, end_user: EndUser, room: Room | None, encoding: str) -> int:
+    """Tokens of every message of the room (or the user), each as its text, counted
+    incrementally: a cached total per scope grows by the messages written since it; a
+    delete (the count no longer matches) recounts the whole."""
+    messages = Memory.objects.filter(kind=Memory.Kind.MESSAGE)
+    if room is not None:
+        messages, scope = messages.filter(project_id=room.project_id, room=room), f"room:{room.pk}"
+    else:
+        messages = messages.filter(project_id=end_user.project_id, end_user=end_user)
+        scope = f"user:{end_user.pk}"
+    key = CACHE_KEY.format(encoding=encoding, scope=scope)
+    cached = _cached(key)
+    count = messages.count()
+    if cached and cached["count"] <= count:
+        after = Q(created_at__gt=cached["at"]) | Q(created_at=cached["at"], id__gt=cached["id"])
+        new = messages.filter(after)
+        added = list(new.order_by("created_at", "id").values_list("created_at", "id", "content"))
+        if cached["count"] + len(added) == count:
+            return _store(key, cached, added, encoding)
+    rows = list(messages.order_by("created_at", "id").values_list("created_at", "id", "content"))
+    return _store(key, {"count": 0, "tokens": 0, "at": None, "id": None}, rows, encoding)
+
+
+def _cached(key: str) -> dict[str, Any] | None:
+    try:
+        raw = redis_client().get(key)
+    except Exception:  # Redis is down: count from scratch
+        return None
+    return json.loads(raw) if raw else None
+
+
+def _store(key: str, state: dict[str, Any], rows: list[Any], encoding: str) -> int:
+    tokens = state["tokens"] + sum(token_count(content, encoding) for _, _, content in rows)
+    if rows:
+        state = {
+            "count": state["count"] + len(rows), "tokens": tokens,
+            "at": rows[-1][0].isoformat(), "id": str(rows[-1][1]),
+        }  # fmt: skip
+        try:
+            redis_client().set(key, json.dumps(state), ex=CACHE_TTL)
+        except Exception:
+            logger.debug("history token count not cached (Redis unreachable)")
+    return int(tokens)
+
+
+def savings_record(*, end_user: EndUser, served: int, full: int) -> None:
+    """Add one context to the user's totals (contexts, tokens served, tokens the full
+    history would have taken); kept in Redis for the dashboard."""
+    key = TOTALS_KEY.format(project=end_user.project_id)
+    try:
+        pipe = redis_client().pipeline(transaction=False)
+        pipe.hincrby(key, f"{end_user.pk}:contexts", 1)
+        pipe.hincrby(key, f"{end_user.pk}:served", served)
+        pipe.hincrby(key, f"{end_user.pk}:full", full)
+        pipe.execute()
+    except Exception:
+        logger.debug("context totals not recorded (Redis unreachable)")
+
+
+def savings_totals(*, end_user: EndUser) -> dict[str, int]:
+    """The user's totals: contexts built, tokens served, tokens of the full histories."""
+    key = TOTALS_KEY.format(project=end_user.project_id)
+    fields = ("contexts", "served", "full")
+    values = redis_client().hmget(key, [f"{end_user.pk}:{name}" for name in fields])
+    return {name: int(value or 0) for name, value in zip(fields, values, strict=True)}

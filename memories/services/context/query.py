@@ -1,0 +1,55 @@
+"""What a context is for: the query, given or built from the conversation's last turns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# how many turns of ``messages`` make the query (deer-flow's memory design)
+QUERY_TURNS = 3
+ROLES = ("user", "assistant", "system", "tool")
+
+
+class MessagesInvalid(ValueError):
+    """``errors`` names each bad item: {"messages[2].role": [...]}."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{key}: {' '.join(m)}" for key, m in errors.items()))
+        self.errors = errors
+
+
+def messages_check(messages: Any) -> list[dict[str, Any]]:
+    """``messages`` as a list of {role, content[, tool_calls]} objects, or
+    MessagesInvalid naming each bad item."""
+    if not isinstance(messages, list) or not messages:
+        raise MessagesInvalid({"messages": ["Must be a non-empty list of {role, content}."]})
+    errors: dict[str, list[str]] = {}
+    for i, message in enumerate(messages):
+        path = f"messages[{i}]"
+        if not isinstance(message, dict):
+            errors[path] = ["Must be an object with role and content."]
+            continue
+        if message.get("role") not in ROLES:
+            errors[f"{path}.role"] = [f"Must be one of: {', '.join(ROLES)}."]
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            errors[f"{path}.content"] = ["Must be a string or null."]
+        if "tool_calls" in message and not isinstance(message["tool_calls"], list | type(None)):
+            errors[f"{path}.tool_calls"] = ["Must be a list or null."]
+    if errors:
+        raise MessagesInvalid(errors)
+    return messages
+
+
+def query_from_messages(messages: list[dict[str, Any]]) -> str:
+    """The query of a conversation: its last QUERY_TURNS user messages and final
+    assistant replies, oldest first; tool messages and assistant messages that call
+    tools are skipped (they are steps, not what the conversation is about)."""
+    turns: list[str] = []
+    for message in reversed(messages):
+        role, content = message.get("role"), (message.get("content") or "").strip()
+        final = role == "user" or (role == "assistant" and not message.get("tool_calls"))
+        if final and content:
+            turns.append(content)
+        if len(turns) == QUERY_TURNS:
+            break
+    return "\n".join(reversed(turns))

@@ -1,0 +1,282 @@
+"""Where a context's items come from, one function per section, each returning its
+candidates with the score that orders them (the fitting decides what fits)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.db import connection
+
+from memories.config import BufferSettings
+from memories.embeddings import normalize
+from memories.models import EndUser, Memory, Room
+from memories.services.buffer import room_summary_latest
+from memories.services.search import SearchFilters, memory_search
+from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
+
+logger = logging.getLogger(__name__)
+
+FACT_KINDS = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
+RETRIEVED_K = 40  # search results considered for the retrieved section
+RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.Kind.KNOWLEDGE]
+
+
+@dataclass
+class Candidate:
+    """One item a section may hold: ``key`` identifies it across sections (a memory's
+    id), ``text`` is its rendered line, ``score`` its priority in the section."""
+
+    section: str
+    key: str
+    kind: str
+    text: str
+    score: float
+    created_at: datetime | None = None
+    why: str = ""
+    tokens: int = 0
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def norm(self) -> str:
+        """The text without its date and speaker prefix, for near-duplicate checks."""
+        return " ".join(re.findall(r"[a-z0-9]+", _body(self.text).lower()))
+
+
+def _body(line: str) -> str:
+    return re.sub(r"^(- |\[[^\]]*\] [^:]{0,80}: )", "", line)
+
+
+def speaker(memory: Memory) -> str:
+    name = memory.metadata.get("name") or memory.metadata.get("speaker")
+    if not isinstance(name, str) or not name.strip():
+        name = getattr(memory, "user_external_id", None) if memory.role == "user" else None
+    role = memory.role or memory.kind
+    return f"{name} ({role})" if name else role
+
+
+def turn_line(memory: Memory, *, with_time: bool = True) -> str:
+    stamp = memory.created_at.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    return f"[{stamp}] {speaker(memory)}: {' '.join(memory.content.split())}"
+
+
+# ---- facts ------------------------------------------------------------------------------
+
+
+# a fact's vector, its windows averaged, as a binary float4 array (see services/buffer.py)
+_VECTORS_SQL = """
+    SELECT memory_id, array_send(avg(vector)::real[]) FROM memories_embedding
+    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
+"""
+
+
+def vectors_of(memory_ids: list[Any], space_id: int) -> dict[Any, np.ndarray]:
+    if not memory_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_VECTORS_SQL, [memory_ids, space_id])
+        rows = cursor.fetchall()
+    if not rows:
+        return {}
+    matrix = np.stack(
+        [np.frombuffer(bytes(raw), dtype=">f4", offset=20)[1::2] for _, raw in rows]
+    ).astype(np.float32)
+    return dict(zip([pk for pk, _ in rows], normalize(matrix), strict=True))
+
+
+def fact_candidates(
+    *,
+    end_user: EndUser,
+    query_vector: np.ndarray | None,
+    space_id: int | None,
+    similarity_weight: float,
+    confidence_weight: float,
+) -> list[Candidate]:
+    """The user's active facts, relationships and goals ranked by similarity_weight x
+    similarity + confidence_weight x confidence (deer-flow); by confidence alone when
+    there is no query vector."""
+    facts = list(
+        Memory.objects.filter(
+            project_id=end_user.project_id,
+            end_user=end_user,
+            kind__in=FACT_KINDS,
+            status=Memory.Status.ACTIVE,
+        ).only("id", "kind", "content", "content_json", "confidence", "created_at")
+    )
+    vectors = (
+        vectors_of([f.pk for f in facts], space_id)
+        if query_vector is not None and space_id is not None
+        else {}
+    )
+    candidates = []
+    for fact in facts:
+        if query_vector is not None:
+            vector = vectors.get(fact.pk)
+            similarity = (
+                max(0.0, float(np.dot(vector, query_vector))) if vector is not None else 0.0
+            )
+            score = similarity_weight * similarity + confidence_weight * fact.confidence
+            parts = {"similarity": round(similarity, 4), "confidence": fact.confidence}
+        else:
+            score, parts = fact.confidence, {"confidence": fact.confidence}
+        candidates.append(
+            Candidate(
+                section="facts", key=str(fact.pk), kind=fact.kind, text=_fact_line(fact),
+                score=score, created_at=fact.created_at, parts=parts,
+            )
+        )  # fmt: skip
+    return candidates
+
+
+def _fact_line(fact: Memory) -> str:
+    text = " ".join(fact.content.split())
+    if fact.kind == Memory.Kind.GOAL:
+        status, due = fact.content_json.get("status", "open"), fact.content_json.get("due")
+        text += f" (goal, {status}{f', due {due}' if due else ''})"
+    return f"- {text}"
+
+
+# ---- history ----------------------------------------------------------------------------
+
+
+def history_candidates(
+    *, end_user: EndUser, room: Room | None, buffer: BufferSettings
+) -> list[Candidate]:
+    """The room's buffer window (its last max_size active messages; without a room, the
+    user's), the newest first in priority, then the room's newest summary."""
+    messages = Memory.objects.with_external_ids().defer("search_vector")
+    if room is not None:
+        messages = messages.filter(project_id=room.project_id, room=room)
+    else:
+        messages = messages.filter(project_id=end_user.project_id, end_user=end_user)
+    window = list(
+        messages.filter(kind=Memory.Kind.MESSAGE, status=Memory.Status.ACTIVE).order_by(
+            "-created_at", "-id"
+        )[: buffer.max_size]
+    )
+    count = len(window)
+    candidates = [
+        Candidate(
+            section="history", key=str(m.pk), kind=m.kind, text=turn_line(m),
+            score=1.0 - i / max(count, 1) * 0.5, created_at=m.created_at,
+            why=f"turn {count - i} of the {count} most recent",
+        )
+        for i, m in enumerate(window)
+    ]  # fmt: skip
+    summary = room_summary_latest(room) if room is not None else None
+    if summary is not None:
+        covered = summary.metadata.get("messages_covered", "the older")
+        candidates.append(
+            Candidate(
+                section="history", key=str(summary.pk), kind=summary.kind,
+                text=f"Summary of {covered} earlier messages: {' '.join(summary.content.split())}",
+                score=0.4, created_at=summary.created_at, why="the room's newest summary",
+            )
+        )  # fmt: skip
+    return candidates
+
+
+# ---- retrieved --------------------------------------------------------------------------
+
+
+@dataclass
+class Retrieval:
+    candidates: list[Candidate]
+    mode: str
+    timings_ms: dict[str, float]
+
+
+def retrieved_candidates(
+    *, end_user: EndUser, query: str | None, query_vector: np.ndarray | None
+) -> Retrieval:
+    """Older memories of the user (active or archived: a summarized turn is still the
+    best evidence of itself) by the project's default search; keyword search alone
+    when the model is unavailable."""
+    if not query:
+        return Retrieval([], "none", {})
+    filters = SearchFilters(
+        end_user_id=end_user.pk,
+        kinds=RETRIEVED_KINDS,
+        statuses=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
+    )
+    # the query's vector as computed once for the whole context; none: keyword search
+    embedding = [float(x) for x in query_vector] if query_vector is not None else None
+    mode = None if query_vector is not None else "keyword"
+    result = memory_search(
+        project=end_user.project,
+        query=query,
+        embedding=embedding,
+        mode=mode,
+        filters=filters,
+        k=RETRIEVED_K,
+    )
+    candidates = [
+        Candidate(
+            section="retrieved", key=str(hit.memory.pk), kind=hit.memory.kind,
+            text=turn_line(hit.memory, with_time=False), score=hit.score,
+            created_at=hit.memory.created_at,
+            why=f"search rank {rank} ({result.mode})",
+        )
+        for rank, hit in enumerate(result.hits, start=1)
+    ]  # fmt: skip
+    return Retrieval(candidates, result.mode, result.timings_ms)
+
+
+# ---- working memory and synopsis --------------------------------------------------------
+
+WORKING_LIMIT = 20
+
+
+def working_candidates(
+    *, room: Room | None, query: str | None
+) -> tuple[list[Candidate], str | None]:
+    """The room's working-memory notes, the most similar to the query first (newest
+    first without one); none, with a note, when Redis is unreachable."""
+    if room is None:
+        return [], None
+    try:
+        if query:
+            found = working_search(room=room, query=query, limit=WORKING_LIMIT)
+            hits = [(hit.item, hit.score) for hit in found.hits]
+        else:
+            items = working_list(room=room).items[-WORKING_LIMIT:]
+            hits = [(item, None) for item in reversed(items)]
+    except WorkingMemoryUnavailable as error:
+        return [], f"working memory unavailable: {error}"
+    count = len(hits)
+    return [
+        Candidate(
+            section="working", key=f"working:{item.id}", kind="working",
+            text=f"- {' '.join(item.content.split())}",
+            score=score if score is not None else 1.0 - i / max(count, 1),
+            created_at=item.created_at,
+            why="similar to the query" if score is not None else "recent note",
+        )
+        for i, (item, score) in enumerate(hits)
+    ], None  # fmt: skip
+
+
+def synopsis_candidates(*, end_user: EndUser) -> list[Candidate]:
+    """The user's synopsis, both parts (what is cached; a stale part is served and its
+    regeneration scheduled, as the project's refresh_on_access says)."""
+    try:  # TEMP until memories/services/synopsis.py lands
+        from memories.services.synopsis import synopsis_get
+    except ImportError:
+        return []
+    view = synopsis_get(end_user=end_user)
+    candidates = []
+    for name, score in (("identity", 2.0), ("context", 1.9)):
+        part = getattr(view, name)
+        if part is not None and part.text and part.text.strip():
+            candidates.append(
+                Candidate(
+                    section="synopsis", key=f"synopsis:{name}", kind="synopsis",
+                    text=" ".join(part.text.split()), score=score,
+                    why=f"the synopsis' {name} part",
+                )
+            )  # fmt: skip
+    return candidates
