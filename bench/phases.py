@@ -38,6 +38,7 @@ class Plan:
     levels: tuple[int, ...]  # memories at the bulk-loaded search levels after the first
     recall_n: int  # HNSW recall queries per filter and level
     summary_messages: int = 1_000  # written into a room of capacity 10 (bench/buffer_phases.py)
+    fact_messages: int = 1_000  # user messages mined for facts (bench/maintenance_phases.py)
 
 
 def sql_value(db: psycopg.Connection[Any], query: str, *params: Any) -> Any:

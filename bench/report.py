@@ -242,6 +242,115 @@ def _summaries(results: dict[str, Any]) -> None:
     )
 
 
+def _facts(results: dict[str, Any]) -> None:
+    found = results.get("facts")
+    if not found:
+        return
+    bare, backlog = found["bare_extractor"], found["backlog"]
+    print(
+        f"\nFacts: {found['messages']:,} LoCoMo turns written as user messages, until each is "
+        f"mined (the offline extractor; other CPU {found.get('foreign_cpu_cores')})"
+    )
+    rows = [
+        ["mined, first write to last extraction (database times)",
+         found["messages_per_second"], found["span_seconds"], found["mined"]],
+        ["the bare offline extractor in the bench process", bare["per_second"],
+         bare["seconds"], bare["texts"]],
+    ]  # fmt: skip
+    print(table(["", "msg/s", "seconds", "messages"], rows))
+    kinds = ", ".join(f"{kind} {count:,}" for kind, count in found["facts_created_by_kind"].items())
+    statuses = ", ".join(f"{status} {count:,}" for status, count in found["statuses"].items())
+    print(
+        f"  facts created {found['facts_created']:,} ({kinds}); created or reinforced "
+        f"{found['facts_created_or_reinforced']:,}; messages that yielded a fact "
+        f"{found['messages_with_facts']:,} ({_percent(found['share_with_facts'])}); "
+        f"extractions: {statuses}\n"
+        f"  the bare extractor drafted {bare['drafts']:,} facts from "
+        f"{bare['texts_with_drafts']:,} texts; before the phase "
+        f"{backlog['unmined_at_start']:,} earlier user messages were waiting to be mined "
+        f"(waited {backlog['waited_seconds']} s, {backlog['unmined_left']:,} left)"
+    )
+
+
+def _access_tracking(results: dict[str, Any]) -> None:
+    found = results.get("access_tracking")
+    if not found:
+        return
+    print(
+        f"\nSearch with access tracking on and off at {found['memories']:,} memories, ms "
+        f"({found['mode']} mode, {found['filter']} filter, interleaved blocks of "
+        f"{found['block']}; other CPU {found.get('foreign_cpu_cores')})\n"
+        "  client = HTTP round trip (the counting is sent after the search is timed, from a "
+        "background thread); -embed = minus timings_ms.embed_query"
+    )
+    parts = ("client_ms", "server_total_ms", "client_minus_embed_ms")
+    rows = []
+    for name in ("on", "off"):
+        figures = found[name]
+        rows.append(
+            [name, figures["client_ms"]["n"]]
+            + [figures[part][stat] for part in parts for stat in ("p50", "p95")]
+            + [figures["mean_results"]]
+        )
+    difference = found["on_minus_off"]
+    rows.append(
+        ["on - off", None] + [difference[f"{part}_{stat}"] for part in parts
+                              for stat in ("p50", "p95")] + [None]
+    )  # fmt: skip
+    headers = [
+        "tracking", "n", "client p50", "client p95", "server p50", "server p95",
+        "client-embed p50", "client-embed p95", "hits",
+    ]  # fmt: skip
+    print(table(headers, rows))
+
+
+def _importance(results: dict[str, Any]) -> None:
+    found = results.get("importance")
+    if not found:
+        return
+    print(
+        f"\nImportance recompute of {found['memories']:,} memories ({found['active_memories']:,}"
+        f" active; other CPU {found.get('foreign_cpu_cores')}): importance_recompute timed in "
+        "a manage.py shell\n  process, without its start-up (Python, Django, attaching to "
+        "the embedded PostgreSQL)"
+    )
+    rows = [
+        [title, found[run]["seconds"], found[run]["memories_per_second"], found[run]["changed"]]
+        for title, run in (("first run at this level", "first"),
+                           ("repeat at once (nothing aged)", "repeat"))
+    ]  # fmt: skip
+    rows.append(["the process's start-up", found["startup_seconds"], None, None])
+    print(table(["", "seconds", "memories/s", "changed"], rows))
+
+
+def _pruning(results: dict[str, Any]) -> None:
+    found = results.get("pruning")
+    if not found:
+        return
+    if "skipped" in found:
+        print(f"\nPruning: {found['skipped']}")
+        return
+    print(
+        f"\nPruning at {found['memories']:,} memories: manage.py prune with fifo_per_user_kind "
+        f"{found['fifo_per_user_kind']:,} (about {found['expected']:,} selected; other CPU "
+        f"{found.get('foreign_cpu_cores')})\n  run = the maintenance run's own times; "
+        f"command = the process (start-up ~{_f(found.get('startup_seconds'))} s)"
+    )
+    rows = []
+    for title, run in (("dry run", "dry_run"), ("real run", "real_run")):
+        figures = found.get(run)
+        if figures:
+            counts = figures.get("counts")
+            rows.append(
+                [title, figures.get("run_seconds"), figures["command_seconds"],
+                 figures["removed"], figures.get("run_status"),
+                 ", ".join(f"{k} {_f(v)}" for k, v in counts.items()) if counts else "-"]
+            )  # fmt: skip
+    print(table(["", "run seconds", "command seconds", "removed", "status", "counts"], rows))
+    if found.get("error"):
+        print(f"  ERROR: {found['error']}")
+
+
 def _percent(fraction: float | None) -> str:
     return "-" if fraction is None else f"{fraction:.0%}"
 
@@ -349,8 +458,12 @@ def report_print(results: dict[str, Any]) -> None:
     _buffer(results)
     _working(results)
     _summaries(results)
+    _facts(results)
     _bulk(results)
     _recall(results)
+    _access_tracking(results)
+    _importance(results)
+    _pruning(results)
     _memory(results)
     _phases(results)
     stop = results.get("hub_stop", {})

@@ -1,18 +1,23 @@
 #!/usr/bin/env python
 """MemoryHub benchmarks against the real stack: write latency, ingestion throughput,
-search latency, a room's buffer, working memory and summaries, peak memory.
+search latency, a room's buffer, working memory and summaries, fact extraction, access
+tracking, importance recompute and pruning, peak memory.
 
     make bench          # full: searches at 10,000, 100,000 and 1,000,000 memories
     make bench-quick    # quick: searches at 10,000 memories
     .venv/bin/python bench/run.py --quick --torch-threads 1 --wait-quiet 300
     .venv/bin/python bench/run.py --levels 30000 --search-n 10 --ingest 2000  # try-out
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only buffer,working
+    .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only facts,importance
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
 recall at 1M ~3) and the quick one about 3; the room phases add about 1.5 minutes to
 the quick run (most of it the summaries) and 2.5 to the full one (twice the messages);
-other work on the machine stretches them.
+the facts phase about 1 (full: 1.5), plus any wait for the worker to finish mining
+the earlier phases' user messages (it mines them in the background meanwhile; the wait
+is reported); access tracking, importance and pruning well under a minute at 10,000
+memories, about 1 more at 100,000; other work on the machine stretches them.
 
 Starts its own hub (`manage.py hub --no-demo` on a free port) on a scratch data
 folder (var/bench/, deleted at the start of each run, never the user's var/), makes
@@ -42,7 +47,21 @@ HTTP from one client thread on one persistent connection:
    LLM_BASE_URL) and embedded everything: messages summarized per second from the
    first write to the last summary (database times), the summarizer's own seconds per
    summary and the summaries' token counts, beside the ingestion's embedding rate;
-6. peak RSS of the web and worker processes.
+6. facts (bench/maintenance_phases.py), after the rooms: first until the user messages
+   of the earlier phases are mined, then 1,000 (full: 2,000) LoCoMo turns written as
+   user messages, until each has its FactExtraction row (the offline extractor: no
+   LLM_BASE_URL): messages mined per second from the first write to the last extraction
+   (database times), facts created by kind, the share of messages that yielded one,
+   beside the bare offline extractor in this process;
+7. at the maintenance level (full: 100,000 memories, right after its searches; quick:
+   the ingested ones): search p50/p95 (auto, user filter) with access tracking on and
+   off, in interleaved blocks; importance_recompute of the project, twice (right after
+   the level was reached, then at once again: only moved scores are written), timed in a
+   `manage.py shell` process apart from its start-up; pruning, last: `manage.py prune`
+   dry and real with a FIFO cap per user and kind that selects about 10% (the policy
+   reset afterwards; the pruned memories stay pruned, and the next level tops the active
+   ones up again);
+8. peak RSS of the web and worker processes.
 
 Texts are LoCoMo dialogue turns and questions read from ../shared/data (never copied
 here); see bench/corpus.py. Prints tables and writes bench/results/<date>-<mode>.json
@@ -74,6 +93,14 @@ import psycopg  # noqa: E402
 from bench.buffer_phases import ROOM_PHASES, room_messages_planned, room_phases_run  # noqa: E402
 from bench.client import Api  # noqa: E402
 from bench.corpus import Corpus, corpus_load, distinct_texts  # noqa: E402
+from bench.maintenance_phases import (  # noqa: E402
+    MAINTENANCE_PHASES,
+    fact_messages_planned,
+    facts_phase,
+    level_phases_run,
+    maintenance_level,
+    maintenance_phases_run,
+)
 from bench.phases import PROJECT, Bench, Plan, sql_value  # noqa: E402
 from bench.report import report_print  # noqa: E402
 from bench.stack import (  # noqa: E402
@@ -96,7 +123,7 @@ PLANS = {
         warmup_writes=50, single_writes=500, batches=50, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=10_000, raw_sorted=True,
         search_n=150, search_warmup=10, levels=(100_000, 1_000_000), recall_n=50,
-        summary_messages=2_000,
+        summary_messages=2_000, fact_messages=2_000,
     ),
 }  # fmt: skip
 
@@ -168,9 +195,13 @@ def arguments() -> argparse.Namespace:
         "--summary-messages", type=int, help="messages in the summaries phase (full: 2000)"
     )
     parser.add_argument(
-        "--only", type=_room_phases, metavar="NAME,NAME",
-        help=f"a short try-out: the warm-up, the ingestion and only these room phases "
-        f"({', '.join(ROOM_PHASES)}); no bare model, search, recall, writes or bulk levels",
+        "--fact-messages", type=int, help="user messages in the facts phase (full: 2000)"
+    )
+    parser.add_argument(
+        "--only", type=_only_phases, metavar="NAME,NAME",
+        help=f"a short try-out: the warm-up, the ingestion and only these room and "
+        f"maintenance phases ({', '.join(ROOM_PHASES + MAINTENANCE_PHASES)}), the latter at "
+        "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
     parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="SECONDS",
@@ -184,7 +215,7 @@ def plan_for(args: argparse.Namespace) -> Plan:
     plan = PLANS["quick" if args.quick else "full"]
     overrides = {
         "ingest": args.ingest, "levels": args.levels, "search_n": args.search_n,
-        "summary_messages": args.summary_messages,
+        "summary_messages": args.summary_messages, "fact_messages": args.fact_messages,
     }  # fmt: skip
     plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
     return replace(plan, raw_texts=min(plan.raw_texts, plan.ingest))
@@ -196,7 +227,7 @@ def results_start(
     """The run's label and configuration, before anything is measured."""
     total_messages = (
         plan.warmup_writes + 3 * plan.batch_size + plan.ingest + 2 * plan.batches * plan.batch_size
-        + room_messages_planned(plan.summary_messages)
+        + room_messages_planned(plan.summary_messages) + fact_messages_planned(plan.fact_messages)
     )  # fmt: skip
     return {
         "label": machine_label(mode),
@@ -223,17 +254,24 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     if only is None:
         bench.raw_model()
     bench.ingestion()
-    if only is not None:  # a try-out of some room phases
+    if only is not None:  # a try-out of some room and maintenance phases
         room_phases_run(bench, only)
+        maintenance_phases_run(bench, only)
         return
     bench.search_level()
     bench.recall()
     bench.writes()
     room_phases_run(bench)
+    facts_phase(bench)
+    target = maintenance_level(plan.levels)
+    if target is None:
+        level_phases_run(bench)
     for level in plan.levels:
         if bench.bulk_load(level):
             bench.search_level()
             bench.recall()
+        if level == target:
+            level_phases_run(bench)
 
 
 def measure(
@@ -322,11 +360,13 @@ def main() -> int:
     return 1 if error else 0
 
 
-def _room_phases(text: str) -> tuple[str, ...]:
+def _only_phases(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in ROOM_PHASES]
+    unknown = [name for name in names if name not in ROOM_PHASES + MAINTENANCE_PHASES]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"choose among {', '.join(ROOM_PHASES)}")
+        raise argparse.ArgumentTypeError(
+            f"choose among {', '.join(ROOM_PHASES + MAINTENANCE_PHASES)}"
+        )
     return names
 
 
