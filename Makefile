@@ -7,7 +7,7 @@ LOCOMO ?= ../shared/data/locomo-dev.json
 BEAM ?= ../beam
 BEAM_SIZE ?= 100K
 
-.PHONY: run test lint bench bench-quick bench-long locomo beam clean
+.PHONY: run test lint bench bench-quick bench-long locomo context-eval beam clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ bench-long: $(STAMP)  ## what long memories cost to embed (throughput, windows, 
 
 locomo: $(STAMP)  ## LoCoMo retrieval quality per search mode (make locomo LOCOMO=FILE.json)
 	$(PY) bench/evaluate.py $(LOCOMO)
+
+context-eval: $(STAMP)  ## context quality on LoCoMo vs the last turns and search (LOCOMO=FILE.json CONVERSATIONS=1-2)
+	$(PY) bench/context_eval.py $(LOCOMO) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))
 
 beam: $(STAMP)  ## BEAM retrieval quality per mode (fetch BEAM yourself; BEAM=DIR BEAM_SIZE=100K CONVERSATIONS=11-20)
 	$(PY) bench/evaluate.py $(BEAM) --size $(BEAM_SIZE) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))
