@@ -18,6 +18,7 @@ from memories.models import (
     Embedding,
     EmbeddingSpace,
     EndUser,
+    MaintenanceRun,
     Memory,
     MemoryRevision,
     Project,
@@ -235,3 +236,24 @@ class MemoryRevisionAdmin(admin.ModelAdmin):
 @admin.register(EmbeddingSpace)
 class EmbeddingSpaceAdmin(admin.ModelAdmin):
     list_display = ["provider", "model", "dimension", "created_at"]
+
+
+@admin.register(MaintenanceRun)
+class MaintenanceRunAdmin(admin.ModelAdmin):
+    """What the scheduled maintenance did (pruning, importance...): read-only."""
+
+    list_display = ["task", "project", "dry_run", "status", "started_at", "finished_at", "totals"]
+    list_filter = ["task", "status", "project"]
+    list_select_related = ["project"]
+    ordering = ["-started_at", "-pk"]
+    date_hierarchy = "started_at"
+
+    @admin.display(description="Counts")
+    def totals(self, run: MaintenanceRun) -> str:
+        return ", ".join(f"{name}: {value}" for name, value in run.counts.items())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a record of what ran: not editable

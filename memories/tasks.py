@@ -23,6 +23,13 @@ from memories.services.embedding import (
 from memories.services.idempotency import idempotency_keys_purge
 from memories.services.importance import importance_recompute
 from memories.services.maintenance import maintenance_run
+from memories.services.pruning import (
+    PRUNE_QUEUED_TASK,
+    prune_queued_run,
+    prune_run,
+    pruning_due,
+)
+from memories.services.revisions import Actor
 from memories.services.working import working_trim
 
 logger = logging.getLogger(__name__)
@@ -87,3 +94,28 @@ def importance_recompute_task() -> int:
             continue
         changed += done
     return changed
+
+
+@shared_task(name="memories.tasks.prune_task", soft_time_limit=3000, time_limit=3300)
+def prune_task() -> int:
+    """Prune every project with a pruning policy on and purge what was pruned longer than
+    its retention ago, one maintenance run per project (a project whose run fails is
+    recorded and the others go on); returns how many memories were pruned."""
+    pruned = 0
+    for project in Project.objects.order_by("pk"):
+        if not pruning_due(project=project):
+            continue
+        try:
+            run = prune_run(project=project, actor=Actor.system("prune"), purge=True)
+        except DatabaseError:
+            logger.exception("pruning of project %s failed", project.pk)
+            continue
+        pruned += run.counts["total"]
+    return pruned
+
+
+@shared_task(name=PRUNE_QUEUED_TASK, soft_time_limit=3000, time_limit=3300)
+def prune_queued_task(run_id: int) -> int:
+    """Carry out a pruning run asked for through the API (recorded in its own row)."""
+    run = prune_queued_run(run_id=run_id)
+    return 0 if run is None else int(run.counts.get("total", 0))

@@ -193,6 +193,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memories.tasks.importance_recompute_task",
         "schedule": env_float("IMPORTANCE_RECOMPUTE_INTERVAL", 3600.0),
     },
+    "prune": {  # each project's pruning policies, then the purge; one maintenance run each
+        "task": "memories.tasks.prune_task",
+        "schedule": env_float("PRUNE_INTERVAL", 86400.0),
+    },
     "idempotency-keys-purge": {
         "task": "memories.tasks.idempotency_keys_purge_task",
         "schedule": crontab(minute=17),

@@ -1,6 +1,16 @@
 from django.urls import path
 
-from memories.api import buffer, context, exports, memories, search, settings, users, working
+from memories.api import (
+    buffer,
+    context,
+    exports,
+    memories,
+    pruning,
+    search,
+    settings,
+    users,
+    working,
+)
 
 app_name = "api"
 urlpatterns = [
@@ -34,6 +44,9 @@ urlpatterns = [
     ),
     path("rooms/<str:external_id>/export/", exports.RoomExportView.as_view(), name="room-export"),
     path("import/", exports.ImportView.as_view(), name="import"),
+    path("prune/", pruning.PruneView.as_view(), name="prune"),
+    path("prune/runs/", pruning.PruneRunListView.as_view(), name="prune-runs"),
+    path("prune/runs/<int:run_id>/", pruning.PruneRunDetailView.as_view(), name="prune-run"),
     path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
     path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),
     path("memories/count/", memories.MemoryCountView.as_view(), name="memory-count"),
