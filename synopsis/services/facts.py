@@ -41,6 +41,7 @@ from memories.services.memories import (
 from memories.services.revisions import Actor
 from memories.structured import structured_content_clean
 from synopsis.extraction import ExtractionResult, FactDraft, facts_draft
+from synopsis.llm import llm_provider
 from synopsis.models import FactExtraction
 
 logger = logging.getLogger(__name__)
@@ -67,31 +68,59 @@ def user_messages(memory_ids: list[Any]) -> Any:
 
 
 def messages_facts_extract(*, memory_ids: list[Any]) -> int:
-    """Mine each user message of ``memory_ids`` not mined yet; returns the facts
-    created or reinforced. Safe to run twice: a message is mined once."""
-    total = 0
-    for message in user_messages(memory_ids).order_by("created_at", "id"):
-        total += len(message_facts_extract(message=message))
+    """Mine each user message of ``memory_ids`` not mined yet, in time order; returns
+    the facts created or reinforced. Safe to run twice: a message is mined once. The
+    drafts of all the messages are embedded in one model call."""
+    messages = list(user_messages(memory_ids).order_by("created_at", "id"))
+    drafted = [(message, _message_drafts(message)) for message in messages]
+    every = [draft for _, (_, drafts) in drafted for draft in drafts]
+    vectors = _draft_vectors(every)
+    total, offset = 0, 0
+    for message, (result, drafts) in drafted:
+        if not drafts:
+            continue
+        mine = vectors[offset : offset + len(drafts)] if vectors is not None else None
+        offset += len(drafts)
+        total += len(_message_consolidate(message, result, drafts, mine))
     return total
 
 
 def message_facts_extract(*, message: Memory) -> list[Memory]:
     """The facts one user message yields, joined to those held (see the module)."""
+    result, drafts = _message_drafts(message)
+    if not drafts:
+        return []
+    return _message_consolidate(message, result, drafts, _draft_vectors(drafts))
+
+
+def _message_drafts(message: Memory) -> tuple[ExtractionResult | None, list[FactDraft]]:
+    """The message's drafts worth consolidating; a message that yields none is recorded
+    as mined (skipped, failed or done) here."""
     config = project_settings_get(project=message.project).facts
     skip = _skip_reason(message, config)
     if skip:
         _record(message, FactExtraction.Status.SKIPPED, error=skip)
-        return []
-    text = _without_hub_text(message)
-    if not text.strip():
+        return None, []
+    result = _drafts(message)
+    if result is None:
         _record(message, FactExtraction.Status.SKIPPED, error="only text the hub holds")
-        return []
-    result = facts_draft(text=text, project_id=message.project_id, speaker=_speaker(message))
+        return None, []
     if result.error is not None:
         _record(message, FactExtraction.Status.FAILED, result=result, error=result.error)
-        return []
+        return result, []
     drafts = [d for d in result.drafts if d.confidence >= config.min_confidence]
-    vectors = _draft_vectors(drafts)
+    if not drafts:  # most messages: nothing to consolidate
+        _record(message, FactExtraction.Status.DONE, result=result)
+    return result, drafts
+
+
+def _message_consolidate(
+    message: Memory,
+    result: ExtractionResult | None,
+    drafts: list[FactDraft],
+    vectors: list[np.ndarray] | None,
+) -> list[Memory]:
+    config = project_settings_get(project=message.project).facts
     with transaction.atomic():
         # one consolidation per user at a time: two workers never race on the same facts
         assert message.end_user_id is not None  # _skip_reason
@@ -107,6 +136,21 @@ def message_facts_extract(*, message: Memory) -> list[Memory]:
         ]
         _record(message, FactExtraction.Status.DONE, result=result, facts=len(facts))
     return facts
+
+
+def _drafts(message: Memory) -> ExtractionResult | None:
+    """The message's drafts, from its text without the hub's own (None if nothing is
+    left). Offline, the message is mined whole first: most messages yield nothing, and
+    then the hub's texts need not be read; an LLM is asked once, about the cut text."""
+    speaker = _speaker(message)
+    if llm_provider() is None:
+        whole = facts_draft(text=message.content, project_id=message.project_id, speaker=speaker)
+        if not whole.drafts:
+            return whole
+    text = _without_hub_text(message)
+    if not text.strip():
+        return None
+    return facts_draft(text=text, project_id=message.project_id, speaker=speaker)
 
 
 def _skip_reason(message: Memory, config: FactSettings) -> str | None:
