@@ -52,6 +52,7 @@ def test_every_task_sent_by_name_is_registered(settings):
     worker as an unregistered task."""
     names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     names.add(pipeline.EMBEDDING_RUN_TASK)
+    celery_app.loader.import_default_modules()  # every app's tasks.py, as a worker does
     assert names <= set(celery_app.tasks)
 
 
