@@ -24,12 +24,19 @@ from memories.models import (
     Project,
     Room,
     SettingsRevision,
+    Synopsis,
+    SynopsisRevision,
 )
 from memories.services.configuration import project_settings_get, project_settings_update
 from memories.services.embedding import embedding_enqueue
 from memories.services.memories import memory_delete, memory_update
 from memories.services.projects import api_key_revoke
 from memories.services.revisions import Actor
+from memories.services.synopsis import (
+    SynopsisUnavailable,
+    synopsis_part_lock,
+    synopsis_refresh_request,
+)
 
 
 def _actor(request: HttpRequest) -> Actor:
@@ -257,3 +264,77 @@ class MaintenanceRunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a record of what ran: not editable
+
+
+@admin.register(Synopsis)
+class SynopsisAdmin(admin.ModelAdmin):
+    """Users' synopses, read-only here: lock, unlock and regenerate call the services
+    (operators edit the text through the API or the dashboard)."""
+
+    list_display = [
+        "end_user", "project", "identity_generator", "identity_generated_at",
+        "identity_locked", "context_generator", "context_generated_at", "context_locked",
+    ]  # fmt: skip
+    list_filter = ["project", "identity_locked", "context_locked", "identity_generator"]
+    list_select_related = ["end_user", "project"]
+    search_fields = ["end_user__external_id", "end_user__name"]
+    actions = ["lock_identity", "unlock_identity", "lock_context", "unlock_context", "regenerate"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # edits go through synopsis_part_edit (recorded), not a raw form
+
+    def _lock(
+        self, request: HttpRequest, queryset: QuerySet[Synopsis], part: str, locked: bool
+    ) -> None:
+        for synopsis in queryset.select_related("end_user__project"):
+            synopsis_part_lock(
+                end_user=synopsis.end_user, part=part, locked=locked, actor=_actor(request)
+            )
+        self.message_user(request, f"{part.title()} {'locked' if locked else 'unlocked'}.")
+
+    @admin.action(description="Lock the identity part")
+    def lock_identity(self, request: HttpRequest, queryset: QuerySet[Synopsis]) -> None:
+        self._lock(request, queryset, "identity", True)
+
+    @admin.action(description="Unlock the identity part")
+    def unlock_identity(self, request: HttpRequest, queryset: QuerySet[Synopsis]) -> None:
+        self._lock(request, queryset, "identity", False)
+
+    @admin.action(description="Lock the context part")
+    def lock_context(self, request: HttpRequest, queryset: QuerySet[Synopsis]) -> None:
+        self._lock(request, queryset, "context", True)
+
+    @admin.action(description="Unlock the context part")
+    def unlock_context(self, request: HttpRequest, queryset: QuerySet[Synopsis]) -> None:
+        self._lock(request, queryset, "context", False)
+
+    @admin.action(description="Regenerate the unlocked parts now")
+    def regenerate(self, request: HttpRequest, queryset: QuerySet[Synopsis]) -> None:
+        queued = 0
+        try:
+            for synopsis in queryset.select_related("end_user"):
+                parts = [p for p in ("identity", "context") if not synopsis.part(p).locked]
+                if parts:
+                    synopsis_refresh_request(end_user=synopsis.end_user, parts=parts, force=True)
+                    queued += 1
+        except SynopsisUnavailable as error:
+            self.message_user(request, f"Could not queue: {error}", level=messages.ERROR)
+            return
+        self.message_user(request, f"{queued} synopses queued for regeneration.")
+
+
+@admin.register(SynopsisRevision)
+class SynopsisRevisionAdmin(admin.ModelAdmin):
+    list_display = ["end_user", "part", "action", "actor_type", "actor", "created_at"]
+    list_filter = ["project", "part", "action", "actor_type"]
+    list_select_related = ["end_user"]
+    search_fields = ["end_user__external_id", "actor"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the history is not editable
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

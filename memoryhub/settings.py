@@ -165,6 +165,7 @@ CELERY_TASK_ROUTES = {
     "synopsis.tasks.room_summarize_task": {"queue": "derived"},
     "synopsis.tasks.facts_extract_task": {"queue": "derived"},
     "synopsis.tasks.facts_extract_sweep_task": {"queue": "derived"},
+    "synopsis.tasks.synopsis_generate_task": {"queue": "derived"},
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -8,9 +8,10 @@ from typing import Any
 from django.dispatch import receiver
 
 from memories.services.buffer import rooms_over_capacity
-from memories.signals import memories_created
+from memories.signals import memories_created, synopsis_requested
 from synopsis.services.facts import facts_extract_enqueue
 from synopsis.services.summaries import room_summarize_enqueue
+from synopsis.services.synopses import synopsis_facts_refresh, synopsis_generate_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -47,3 +48,29 @@ def mine_user_messages(sender: Any, project_id: int, memory_ids: list[Any], **kw
         logger.exception(
             "could not queue fact extraction for project %s (the sweep will)", project_id
         )
+
+
+@receiver(synopsis_requested, dispatch_uid="synopsis.generate_synopsis")
+def generate_synopsis(
+    sender: Any, end_user_id: int, parts: list[str], force: bool = False, **kwargs: Any
+) -> bool:
+    """A synopsis asked for (a stale read, a refresh) gets a generation task; an error
+    propagates to the asker, who clears its queued flags."""
+    synopsis_generate_enqueue(end_user_id=end_user_id, parts=parts, force=force)
+    return True
+
+
+@receiver(memories_created, dispatch_uid="synopsis.refresh_synopses_after_facts")
+def refresh_synopses_after_facts(
+    sender: Any, project_id: int, memory_ids: list[Any], **kwargs: Any
+) -> None:
+    """Users who got ``synopsis.refresh_after_facts`` new facts since their identity part
+    was generated get it regenerated. A write of user messages alone has no facts to
+    look for; a failure here must not fail the write (the TTL catches up)."""
+    ids = set(memory_ids) - set(kwargs.get("user_message_ids") or [])
+    if not ids:
+        return
+    try:
+        synopsis_facts_refresh(project_id=project_id, memory_ids=list(ids))
+    except Exception:
+        logger.exception("could not check the synopses of project %s", project_id)

@@ -6,6 +6,7 @@ from celery import shared_task
 
 from memories.services.buffer import rooms_over_capacity
 from memories.services.maintenance import maintenance_run
+from memories.services.synopsis import synopsis_refresh_deferred, synopsis_refresh_dequeued
 from synopsis.llm import LlmError
 from synopsis.services.facts import FACTS_EXTRACT_TASK, facts_unmined, messages_facts_extract
 from synopsis.services.summaries import (
@@ -15,6 +16,7 @@ from synopsis.services.summaries import (
     room_summarize_dequeued,
     room_summarize_enqueue,
 )
+from synopsis.services.synopses import SYNOPSIS_GENERATE_TASK, synopsis_generate
 
 
 @shared_task(
@@ -70,3 +72,25 @@ def facts_extract_sweep_task() -> int:
         facts = messages_facts_extract(memory_ids=ids) if ids else 0
         run.counts = {"messages": len(ids), "facts": facts}
     return facts
+
+
+@shared_task(
+    name=SYNOPSIS_GENERATE_TASK,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=8,
+)
+def synopsis_generate_task(  # type: ignore[no-untyped-def]
+    self, end_user_id: int, parts: list[str], force: bool = False
+) -> list[str]:
+    """Regenerate the user's synopsis ``parts`` that are due (all with ``force``)."""
+    synopsis_refresh_dequeued(end_user_id=end_user_id, parts=parts)
+    try:
+        return synopsis_generate(end_user_id=end_user_id, parts=parts, force=force)
+    except LlmError as exc:
+        if exc.retryable:  # the LLM is down: the part is served as it is until it is back
+            countdown = min(600, 2 ** (self.request.retries + 3))
+            synopsis_refresh_deferred(end_user_id=end_user_id, parts=parts, seconds=countdown)
+            raise self.retry(exc=exc, countdown=countdown) from exc
+        raise

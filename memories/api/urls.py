@@ -8,6 +8,7 @@ from memories.api import (
     pruning,
     search,
     settings,
+    synopsis,
     users,
     working,
 )
@@ -47,6 +48,16 @@ urlpatterns = [
     path("prune/", pruning.PruneView.as_view(), name="prune"),
     path("prune/runs/", pruning.PruneRunListView.as_view(), name="prune-runs"),
     path("prune/runs/<int:run_id>/", pruning.PruneRunDetailView.as_view(), name="prune-run"),
+    path(
+        "users/<str:external_id>/synopsis/",
+        synopsis.EndUserSynopsisView.as_view(),
+        name="user-synopsis",
+    ),
+    path(
+        "users/<str:external_id>/synopsis/refresh/",
+        synopsis.EndUserSynopsisRefreshView.as_view(),
+        name="user-synopsis-refresh",
+    ),
     path("memories/", memories.MemoryListView.as_view(), name="memory-list"),
     path("memories/batch/", memories.MemoryBatchView.as_view(), name="memory-batch"),
     path("memories/count/", memories.MemoryCountView.as_view(), name="memory-count"),

@@ -4,6 +4,7 @@ from memories.models.embedding import Embedding, EmbeddingSpace
 from memories.models.history import IdempotencyKey, MemoryRevision, SettingsRevision
 from memories.models.maintenance import MaintenanceRun
 from memories.models.memory import SEARCH_CONFIG, Memory, MemoryQuerySet, content_hash
+from memories.models.synopsis import Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.tenancy import (
     Agent,
     ApiKey,
@@ -33,5 +34,8 @@ __all__ = [
     "Room",
     "RoomQuerySet",
     "SettingsRevision",
+    "Synopsis",
+    "SynopsisPart",
+    "SynopsisRevision",
     "content_hash",
 ]
