@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api.scoping import end_user_get, room_get
+from memories.api.scoping import end_user_get, project_of, room_get
 from memories.api.serializers import external_id_field
 from memories.services.context import ContextResult, context_build
 from memories.services.context.fitting import SECTIONS, Section
@@ -174,6 +174,7 @@ class ContextView(APIView):
         data.is_valid(raise_exception=True)
         params = data.validated_data
         end_user = end_user_get(request, params["user"])
+        end_user.project = project_of(request)  # loaded already: the synopsis cache needs it
         room = room_get(request, params["room"]) if params.get("room") else None
         result = context_build(
             end_user=end_user,

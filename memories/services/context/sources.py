@@ -17,6 +17,7 @@ from memories.embeddings import normalize
 from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
 from memories.services.search import SearchFilters, memory_search
+from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
 
 logger = logging.getLogger(__name__)
@@ -263,10 +264,6 @@ def working_candidates(
 def synopsis_candidates(*, end_user: EndUser) -> list[Candidate]:
     """The user's synopsis, both parts (what is cached; a stale part is served and its
     regeneration scheduled, as the project's refresh_on_access says)."""
-    try:  # TEMP until memories/services/synopsis.py lands
-        from memories.services.synopsis import synopsis_get
-    except ImportError:
-        return []
     view = synopsis_get(end_user=end_user)
     candidates = []
     for name, score in (("identity", 2.0), ("context", 1.9)):

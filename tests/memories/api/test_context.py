@@ -211,3 +211,21 @@ def test_another_projects_user_or_room_is_404(owner, outsider):
     assert (
         owner.client.post(URL, {"user": "nobody", "query": "x"}, format="json").status_code == 404
     )
+
+
+@pytest.mark.django_db(transaction=True)  # the synopsis cache is written after commit
+def test_the_synopsis_leads_the_context(owner):
+    from memories.models import EndUser
+    from memories.services.revisions import Actor
+    from memories.services.synopsis import synopsis_part_edit
+
+    turns(owner, ["I adopted a cat named Miso.", "Lovely!"])
+    maria = EndUser.objects.get(project=owner.project, external_id="maria")
+    synopsis_part_edit(
+        end_user=maria, part="identity", text="Maria, a jazz pianist from Porto.",
+        actor=Actor.operator("ops"),
+    )  # fmt: skip
+    body = context(owner, room="chat", query="what instrument does she play?", max_tokens=400)
+    [item] = section(body, "synopsis")["items"]
+    assert item["text"] == "Maria, a jazz pianist from Porto."
+    assert body["prompt"].startswith("## About the user\nMaria, a jazz pianist from Porto.")
