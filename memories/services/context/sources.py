@@ -147,13 +147,16 @@ def _fact_line(fact: Memory) -> str:
 def history_candidates(
     *, end_user: EndUser, room: Room | None, buffer: BufferSettings
 ) -> list[Candidate]:
-    """The room's buffer window (its last max_size active messages; without a room, the
-    user's), the newest first in priority, then the room's newest summary."""
-    messages = Memory.objects.with_external_ids().defer("search_vector")
-    if room is not None:
-        messages = messages.filter(project_id=room.project_id, room=room)
-    else:
-        messages = messages.filter(project_id=end_user.project_id, end_user=end_user)
+    """The room's buffer window (its last max_size active messages), the newest first in
+    priority, then the room's newest summary. Without a room there is no conversation
+    under way: no history, and its share of the budget flows to the retrieved memories."""
+    if room is None:
+        return []
+    messages = (
+        Memory.objects.with_external_ids()
+        .defer("search_vector")
+        .filter(project_id=room.project_id, room=room)
+    )
     window = list(
         messages.filter(kind=Memory.Kind.MESSAGE, status=Memory.Status.ACTIVE).order_by(
             "-created_at", "-id"
@@ -168,7 +171,7 @@ def history_candidates(
         )
         for i, m in enumerate(window)
     ]  # fmt: skip
-    summary = room_summary_latest(room) if room is not None else None
+    summary = room_summary_latest(room)
     if summary is not None:
         covered = summary.metadata.get("messages_covered", "the older")
         candidates.append(
