@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api import serializers as s
+from memories.api import settings_serializers as s
 from memories.api.scoping import actor_of, project_of
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import Project, SettingsRevision
