@@ -29,9 +29,9 @@ synopsis app generates one, and the embedding of what those wrote.
 For every question (those with evidence among the turns) and every budget, three texts:
 
 * context: ``context_build`` (the service behind POST /api/v1/context/) with the
-  question as ``query``, ``max_tokens`` the budget and no room: the questions are about
-  the whole history, and without a room the history section is the user's newest turns
-  (a room would narrow it to one session, and no session room has a summary);
+  question as ``query``, ``max_tokens`` the budget and no room: the questions are asked
+  after the conversation, about all of it, not inside one of its sessions (the last
+  session's room would add that session's last turns as the conversation under way);
 * last turns: the conversation's newest turns, rendered as the context renders its
   history ("[date time] speaker (role): text"), as many as fit;
 * search: the top results of the default search (auto mode) among the user's
