@@ -2,54 +2,40 @@
 in Redis with their vectors, never in PostgreSQL, each with its own TTL, capped per room
 in bytes (the oldest go first) and searched by meaning with FAISS.
 
-Redis layout, per room (the ``{project:room}`` hash tag keeps a room on one cluster slot):
-
-* ``memoryhub:working:{P:R}:item:<id>``: a hash (content, metadata JSON, created_at and
-  expires_at in ms, and once a search computed it the vector as float32 bytes with the
-  model it came from) that expires by itself at expires_at;
-* ``...:index``: a sorted set of ids by write order (FIFO);
-* ``...:expiry``: a sorted set of ids by expires_at, to purge the ids of expired items;
-* ``...:sizes``: a hash of id -> bytes, and ``...:bytes`` the room's total.
-
-Every change runs as one Lua script, so a write, its FIFO trim and the bookkeeping are
-atomic: concurrent writers never leave a room over its cap. The bookkeeping keys expire
-with the room's longest-lived item. A Redis restart loses working memory by design.
+The Redis key layout and the Lua scripts that keep every change atomic are in
+memories/services/working_store.py. A Redis restart loses working memory by design.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 import faiss
 import numpy as np
-import redis
 from django.conf import settings
 
 from memories.embeddings import EmbeddingProvider, get_provider, normalize, query_cache
 from memories.models import Room
-from memories.redis_client import redis_client
 from memories.services.configuration import room_settings_get
+from memories.services.working_store import (
+    WorkingMemoryUnavailable,
+    index_key_room,
+    index_keys,
+    room_prefix,
+    script_run,
+)
 
 logger = logging.getLogger(__name__)
 
-KEY_PREFIX = "memoryhub:working"
 MAX_TTL_SECONDS = 30 * 86400
-_INDEX_KEY = re.compile(rf"^{KEY_PREFIX}:\{{(\d+):(\d+)\}}:index$")
-
-
-class WorkingMemoryUnavailable(Exception):
-    """Redis cannot be reached: working memory can neither be read nor written."""
 
 
 class WorkingItemTooLarge(ValueError):
@@ -96,168 +82,8 @@ class WorkingSearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-# --- Lua: each script gets KEYS = index, expiry, sizes, bytes and ARGV[1] = room prefix ---
-
-_COMMON = """
-local prefix = ARGV[1]
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function drop(id)
-  local size = tonumber(redis.call('HGET', KEYS[3], id) or 0)
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('HDEL', KEYS[3], id)
-  if size > 0 then redis.call('DECRBY', KEYS[4], size) end
-  return redis.call('DEL', prefix .. ':item:' .. id)
-end
-local function purge(now)
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-  for _, id in ipairs(expired) do drop(id) end
-  return #expired
-end
-local function fifo(cap, keep)
-  local dropped = 0
-  while tonumber(redis.call('GET', KEYS[4]) or 0) > cap do
-    local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
-    if #oldest == 0 or oldest[1] == keep then break end
-    drop(oldest[1])
-    dropped = dropped + 1
-  end
-  return dropped
-end
-local function tidy()
-  if redis.call('ZCARD', KEYS[1]) == 0 then
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-  end
-end
-"""
-
-# ARGV: prefix, id, content, metadata, ttl_ms, size, cap -> {created_at, expires_at, dropped}
-_ADD = """
-local id, ttl, size, cap = ARGV[2], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local now = now_ms()
-purge(now)
-local expires = now + ttl
-local order = now
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-if #last > 0 and tonumber(last[2]) >= order then order = tonumber(last[2]) + 1 end
-local key = prefix .. ':item:' .. id
-redis.call('HSET', key, 'content', ARGV[3], 'metadata', ARGV[4],
-           'created_at', now, 'expires_at', expires)
-redis.call('PEXPIREAT', key, expires)
-redis.call('ZADD', KEYS[1], order, id)
-redis.call('ZADD', KEYS[2], expires, id)
-redis.call('HSET', KEYS[3], id, size)
-redis.call('INCRBY', KEYS[4], size)
-local dropped = fifo(cap, id)
-local latest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], tonumber(latest[2]) + 60000) end
-return {now, expires, dropped}
-"""
-
-# ARGV: prefix, with_vectors -> {bytes, {id, content, metadata, created, expires[, vector,
-# model]}...}
-_READ = """
-purge(now_ms())
-tidy()
-local out = {tonumber(redis.call('GET', KEYS[4]) or 0)}
-local fields = {'content', 'metadata', 'created_at', 'expires_at'}
-if ARGV[2] == '1' then
-  table.insert(fields, 'vector')
-  table.insert(fields, 'model')
-end
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local values = redis.call('HMGET', prefix .. ':item:' .. id, unpack(fields))
-  if values[1] then table.insert(out, {id, unpack(values)}) end
-end
-return out
-"""
-
-# ARGV: prefix, model, id, vector, id, vector... -> how many were stored (live items only)
-_VECTORS = """
-local stored = 0
-for i = 3, #ARGV, 2 do
-  local key = prefix .. ':item:' .. ARGV[i]
-  if redis.call('EXISTS', key) == 1 then
-    redis.call('HSET', key, 'vector', ARGV[i + 1], 'model', ARGV[2])
-    stored = stored + 1
-  end
-end
-return stored
-"""
-
-# ARGV: prefix, id -> 1 if a live item was deleted, else 0
-_DELETE = """
-purge(now_ms())
-local gone = 0
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then gone = drop(ARGV[2]) end
-tidy()
-return gone
-"""
-
-# ARGV: prefix -> how many live items were deleted
-_CLEAR = """
-local live = 0
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  live = live + redis.call('DEL', prefix .. ':item:' .. id)
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-return live
-"""
-
-# ARGV: prefix, cap -> {expired ids purged, items dropped FIFO}
-_TRIM = """
-local purged = purge(now_ms())
-local dropped = fifo(tonumber(ARGV[2]), '')
-tidy()
-return {purged, dropped}
-"""
-
-
-@dataclass(frozen=True)
-class _Scripts:
-    add: Any
-    read: Any
-    vectors: Any
-    delete: Any
-    clear: Any
-    trim: Any
-
-
-@lru_cache(maxsize=4)
-def _scripts(client: redis.Redis) -> _Scripts:
-    # EVALSHA, falling back to EVAL after a Redis restart forgot the scripts
-    return _Scripts(
-        *(
-            client.register_script(_COMMON + body)
-            for body in (_ADD, _READ, _VECTORS, _DELETE, _CLEAR, _TRIM)
-        )
-    )
-
-
-@contextmanager
-def _reachable() -> Iterator[None]:
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError) as error:
-        raise WorkingMemoryUnavailable(f"Redis unreachable: {error}") from error
-
-
-def _prefix(project_id: int, room_id: int) -> str:
-    return f"{KEY_PREFIX}:{{{project_id}:{room_id}}}"
-
-
-def _keys(prefix: str) -> list[str]:
-    return [f"{prefix}:index", f"{prefix}:expiry", f"{prefix}:sizes", f"{prefix}:bytes"]
-
-
-def _run(script_name: str, prefix: str, *args: Any) -> Any:
-    client = redis_client()
-    script = getattr(_scripts(client), script_name)
-    with _reachable():
-        return script(keys=_keys(prefix), args=[prefix, *args], client=client)
+def _prefix(room: Room) -> str:
+    return room_prefix(room.project_id, room.pk)
 
 
 def _datetime(ms: bytes | int) -> datetime:
@@ -294,8 +120,8 @@ def working_add(
         )
     item_id = str(uuid.uuid4())
     ttl_ms = (ttl_seconds or config.ttl_seconds) * 1000
-    created, expires, dropped = _run(
-        "add", _prefix(room.project_id, room.pk), item_id, content, metadata_json, ttl_ms, size, cap
+    created, expires, dropped = script_run(
+        "add", _prefix(room), item_id, content, metadata_json, ttl_ms, size, cap
     )
     if dropped:
         logger.info("working memory of room %s: %d oldest item(s) dropped (cap)", room.pk, dropped)
@@ -310,7 +136,7 @@ def working_add(
 
 def _items(room: Room, *, with_vectors: bool) -> tuple[list[WorkingItem], int]:
     """The room's live items, oldest first, and its bytes (expired ids purged first)."""
-    used, *rows = _run("read", _prefix(room.project_id, room.pk), "1" if with_vectors else "0")
+    used, *rows = script_run("read", _prefix(room), "1" if with_vectors else "0")
     items = []
     for row in rows:
         item_id, content, metadata, created, expires, *vector = row
@@ -342,13 +168,13 @@ def working_list(*, room: Room) -> WorkingList:
 
 def working_delete(*, room: Room, item_id: str) -> bool:
     """Delete one item; False if the room has no such live item."""
-    return bool(_run("delete", _prefix(room.project_id, room.pk), item_id))
+    return bool(script_run("delete", _prefix(room), item_id))
 
 
 def working_clear(*, room: Room) -> int:
     """Delete every item of the room's working memory; returns how many were live.
     Deleting a room should call this (the beat trim also clears rooms that are gone)."""
-    return int(_run("clear", _prefix(room.project_id, room.pk)))
+    return int(script_run("clear", _prefix(room)))
 
 
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
@@ -396,7 +222,7 @@ def _vectors_fill(room: Room, items: list[WorkingItem], provider: EmbeddingProvi
         item.vector, item.vector_model = vector, tag
         pairs += [item.id, vector.astype(np.float32).tobytes()]
     try:
-        _run("vectors", _prefix(room.project_id, room.pk), tag, *pairs)
+        script_run("vectors", _prefix(room), tag, *pairs)
     except WorkingMemoryUnavailable as error:  # the ranking below still has them
         logger.warning("working memory: vectors not stored back: %s", error)
     return len(missing)
@@ -463,9 +289,9 @@ def _rooms(keys: list[bytes]) -> Iterator[tuple[str, Room | None]]:
     """Each index key's room prefix and its Room (None: the room is gone)."""
     found: dict[tuple[int, int], str] = {}
     for key in keys:
-        match = _INDEX_KEY.match(key.decode())
-        if match:
-            found[(int(match[1]), int(match[2]))] = _prefix(int(match[1]), int(match[2]))
+        ids = index_key_room(key)
+        if ids:
+            found[ids] = room_prefix(*ids)
     rooms = Room.objects.filter(pk__in=[room_id for _, room_id in found]).select_related("project")
     by_id = {room.pk: room for room in rooms}
     for (project_id, room_id), prefix in found.items():
@@ -478,15 +304,13 @@ def working_trim(*, project_id: int | None = None) -> int:
     expired items, drop the oldest items over the room's cap (its cap may have been
     lowered since the writes) and clear rooms that no longer exist. Returns the number
     of ids removed."""
-    pattern = f"{KEY_PREFIX}:{{{'*' if project_id is None else project_id}:*}}:index"
-    with _reachable():
-        keys = list(redis_client().scan_iter(match=pattern, count=1000))
+    keys = index_keys(project_id=project_id)
     removed = 0
     for prefix, room in _rooms(keys):
         if room is None:
-            removed += int(_run("clear", prefix))
+            removed += int(script_run("clear", prefix))
             continue
-        purged, dropped = _run("trim", prefix, _max_bytes(room))
+        purged, dropped = script_run("trim", prefix, _max_bytes(room))
         removed += int(purged) + int(dropped)
     if removed:
         logger.info("working memory trim: %d id(s) removed from %d room(s)", removed, len(keys))

@@ -11,6 +11,7 @@ from django.test import Client
 
 from memories.models import Memory, MemoryRevision, Room
 from memories.services import working as working_service
+from memories.services import working_store
 from tests.memories.api.test_openapi import _check
 from tests.memories.conftest import CountingProvider
 
@@ -20,7 +21,7 @@ SEARCH = "/api/v1/rooms/r1/working/search/"
 
 @pytest.fixture(autouse=True)
 def clean_working_memory(redis_client):
-    for key in redis_client.scan_iter(match=f"{working_service.KEY_PREFIX}:*"):
+    for key in redis_client.scan_iter(match=f"{working_store.KEY_PREFIX}:*"):
         redis_client.delete(key)
 
 

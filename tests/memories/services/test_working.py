@@ -11,7 +11,7 @@ import pytest
 
 from memories.embeddings import EmbeddingError
 from memories.models import Room
-from memories.services import working
+from memories.services import working, working_store
 from memories.services.configuration import room_settings_update
 from memories.services.revisions import Actor
 from memories.services.users import room_get_or_create
@@ -23,7 +23,7 @@ DIMENSION_BYTES = 384 * 4  # the vector each item reserves (EMBEDDING_DIMENSION 
 @pytest.fixture(autouse=True)
 def clean_working_memory(redis_client):
     """Working memory left by earlier tests (their rooms were rolled back) is not ours."""
-    for key in redis_client.scan_iter(match=f"{working.KEY_PREFIX}:*"):
+    for key in redis_client.scan_iter(match=f"{working_store.KEY_PREFIX}:*"):
         redis_client.delete(key)
 
 
@@ -80,7 +80,9 @@ def test_an_item_expires_after_its_own_ttl(owner, redis_client):
     listed = working.working_list(room=room)
     assert [item.content for item in listed.items] == ["lasting"]
     assert listed.bytes == len("lasting") + 2 + DIMENSION_BYTES  # its bytes were given back
-    index, expiry, sizes, _ = working._keys(working._prefix(room.project_id, room.pk))
+    index, expiry, sizes, _ = working_store.room_keys(
+        working_store.room_prefix(room.project_id, room.pk)
+    )
     assert redis_client.zcard(index) == redis_client.zcard(expiry) == redis_client.hlen(sizes) == 1
 
 
@@ -89,7 +91,7 @@ def test_a_room_whose_items_all_expired_leaves_no_key_behind(owner, redis_client
     working.working_add(room=room, content="gone soon", ttl_seconds=1)
     time.sleep(1.2)
     assert contents(room) == []
-    assert list(redis_client.scan_iter(match=f"{working.KEY_PREFIX}:*")) == []
+    assert list(redis_client.scan_iter(match=f"{working_store.KEY_PREFIX}:*")) == []
 
 
 def test_the_room_ttl_setting_is_the_default(owner):
@@ -211,8 +213,8 @@ def test_a_vector_stored_back_never_revives_an_item_deleted_meanwhile(owner, red
     room = room_of(owner)
     item = working.working_add(room=room, content="short-lived")
     working.working_delete(room=room, item_id=item.id)
-    prefix = working._prefix(room.project_id, room.pk)
-    assert working._run("vectors", prefix, "m", item.id, b"\x00" * 16) == 0
+    prefix = working_store.room_prefix(room.project_id, room.pk)
+    assert working_store.script_run("vectors", prefix, "m", item.id, b"\x00" * 16) == 0
     assert not redis_client.exists(f"{prefix}:item:{item.id}")
 
 

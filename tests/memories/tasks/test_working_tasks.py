@@ -11,7 +11,7 @@ from django_celery_beat.schedulers import DatabaseScheduler
 
 from memories import tasks
 from memories.models import Room
-from memories.services import working
+from memories.services import working_store
 from memoryhub.celery import app as celery_app
 from tests.conftest import wait_until
 
@@ -20,7 +20,7 @@ TRIM_TASK = "memories.tasks.working_memory_trim_task"
 
 @pytest.fixture(autouse=True)
 def clean_working_memory(redis_client):
-    for key in redis_client.scan_iter(match=f"{working.KEY_PREFIX}:*"):
+    for key in redis_client.scan_iter(match=f"{working_store.KEY_PREFIX}:*"):
         redis_client.delete(key)
 
 
@@ -49,7 +49,7 @@ def test_the_task_trims_every_room_and_purges_expired_ids(owner, outsider, redis
     owner.client.post("/api/v1/rooms/r2/working/", {"content": "stays"})
     time.sleep(1.2)
     r2 = Room.objects.get(project=owner.project, external_id="r2")
-    expiry = f"{working._prefix(owner.project.pk, r2.pk)}:expiry"
+    expiry = f"{working_store.room_prefix(owner.project.pk, r2.pk)}:expiry"
     assert redis_client.zcard(expiry) == 2  # nobody read the room since: its id is still there
 
     assert tasks.working_memory_trim_task() == 2 + 2 + 1
@@ -65,9 +65,8 @@ def test_the_task_clears_the_working_memory_of_a_deleted_room(owner, redis_clien
     room = Room.objects.get(project=owner.project, external_id="r1")
     assert owner.client.delete("/api/v1/rooms/r1/").status_code == 200
     assert tasks.working_memory_trim_task() == 1
-    assert (
-        list(redis_client.scan_iter(match=f"{working._prefix(owner.project.pk, room.pk)}*")) == []
-    )
+    prefix = working_store.room_prefix(owner.project.pk, room.pk)
+    assert list(redis_client.scan_iter(match=f"{prefix}*")) == []
 
 
 def test_it_is_scheduled_every_five_minutes_by_default(settings):
