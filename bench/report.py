@@ -419,6 +419,75 @@ def _recall(results: dict[str, Any]) -> None:
     print(table(headers, rows))
 
 
+CONTEXT_STAGES = (
+    ("embed_query", "embed"), ("synopsis", "synopsis"), ("facts", "facts"),
+    ("history", "history"), ("working", "working"), ("retrieval", "retrieval"),
+    ("ranking", "ranking"), ("token_counting", "tokens"), ("rendering", "render"),
+    ("accounting", "account"),
+)  # fmt: skip
+
+
+def _context(results: dict[str, Any]) -> None:
+    entries = list(results.get("context", {}).values())
+    if not entries:
+        return
+    first = entries[0]
+    print(
+        f"\nContext build (POST /api/v1/context/, no room, max_tokens {first['max_tokens']:,}) "
+        f"for the user with the most memories, ms; target p95 < {_f(first['target_p95_ms'])} ms\n"
+        "  client = HTTP round trip; server = timings_ms.total; then the p50 of each stage of "
+        "timings_ms\n  (embed = the query's embedding, tokens = token counting, account = "
+        "the full history's tokens and the savings)"
+    )
+    rows = []
+    for entry in entries:
+        client, server = entry["client_ms"], entry["server_ms"]
+        level = _f(entry["memories"]) + (" (concentrated)" if entry.get("concentrated") else "")
+        rows.append(
+            [level, entry["user"], entry["user_memories"], entry["n"], client["p50"],
+             client["p95"], server["total"]["p50"], server["total"]["p95"]]
+            + [server[stage]["p50"] for stage, _ in CONTEXT_STAGES]
+            + [{True: "yes", False: "NO"}.get(entry["meets_target"], "-")]
+        )  # fmt: skip
+    headers = [
+        "memories", "user", "its memories", "n", "client p50", "client p95", "server p50",
+        "server p95", *(title for _, title in CONTEXT_STAGES), "p95 < target",
+    ]  # fmt: skip
+    print(table(headers, rows))
+    for entry in entries:
+        print("  " + _context_note(entry))
+
+
+def _context_note(entry: dict[str, Any]) -> str:
+    """Which user, how it got its memories, and what the calls served."""
+    share = entry["user_memories"] / entry["memories"] if entry["memories"] else None
+    where = f"at {entry['memories']:,}"
+    if entry.get("concentrated"):
+        who = (
+            f"{where} (concentrated, at the end of the run): {entry['user']} given "
+            f"{entry['moved']:,} active messages of other users, holds {entry['user_memories']:,}"
+            f" ({_percent(share)})"
+        )
+    else:
+        held = f"{entry['user_memories']:,} ({_percent(share)})"
+        who = f"{where}: {entry['user']} holds the most, {held}"
+        if entry["memories"] >= 1_000_000 and entry["user_memories"] < 100_000:
+            who += "; no user reaches 100,000 (bench/bulk.py spreads memories over 100 users)"
+    tokens = entry["total_tokens"]
+    items = ", ".join(f"{name} {_f(count)}" for name, count in entry["mean_items"].items())
+    notes = "; ".join(f"{note} ({count})" for note, count in entry["notes"].items())
+    stages = entry.get("first_call_timings_ms") or {}
+    slowest = sorted((name for name in stages if name != "total"), key=lambda n: -stages[n])[:2]
+    costs = "".join(f"{name} {_f(stages[name])}, " for name in slowest)
+    return (
+        f"{who}\n    first call {_f(entry['first_call_ms'])} ms ({costs}one-off loads and the "
+        f"whole history's tokens); total_tokens p50 {_f(tokens['p50'])}, max "
+        f"{_f(tokens['max'])}; mean items: {items or '-'}; query-cache hits "
+        f"{entry['query_cache_hits']}; other CPU {_f(entry.get('foreign_cpu_cores'))}"
+        + (f"; notes: {notes}" if notes else "")
+    )
+
+
 def _phases(results: dict[str, Any]) -> None:
     phases = results.get("cpu", {})
     if not phases:
@@ -461,6 +530,7 @@ def report_print(results: dict[str, Any]) -> None:
     _facts(results)
     _bulk(results)
     _recall(results)
+    _context(results)
     _access_tracking(results)
     _importance(results)
     _pruning(results)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """MemoryHub benchmarks against the real stack: write latency, ingestion throughput,
 search latency, a room's buffer, working memory and summaries, fact extraction, access
-tracking, importance recompute and pruning, peak memory.
+tracking, importance recompute and pruning, context-build latency, peak memory.
 
     make bench          # full: searches at 10,000, 100,000 and 1,000,000 memories
     make bench-quick    # quick: searches at 10,000 memories
@@ -9,6 +9,7 @@ tracking, importance recompute and pruning, peak memory.
     .venv/bin/python bench/run.py --levels 30000 --search-n 10 --ingest 2000  # try-out
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only buffer,working
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only facts,importance
+    .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only context
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
@@ -17,7 +18,9 @@ the quick run (most of it the summaries) and 2.5 to the full one (twice the mess
 the facts phase about 1 (full: 1.5), plus any wait for the worker to finish mining
 the earlier phases' user messages (it mines them in the background meanwhile; the wait
 is reported); access tracking, importance and pruning well under a minute at 10,000
-memories, about 1 more at 100,000; other work on the machine stretches them.
+memories, about 1 more at 100,000; the context phase well under a minute per level,
+plus about 1 at the end of the full run (moving 90,000 memories to one user, VACUUM);
+other work on the machine stretches them.
 
 Starts its own hub (`manage.py hub --no-demo` on a free port) on a scratch data
 folder (var/bench/, deleted at the start of each run, never the user's var/), makes
@@ -61,7 +64,14 @@ HTTP from one client thread on one persistent connection:
    dry and real with a FIFO cap per user and kind that selects about 10% (the policy
    reset afterwards; the pruned memories stay pruned, and the next level tops the active
    ones up again);
-8. peak RSS of the web and worker processes.
+8. context (bench/context_phase.py), right after each level's searches: POST
+   /api/v1/context/ (no room, max_tokens 2,000) for the user with the most memories
+   (said, with how many it has), client p50/p95 and the server's timings_ms per stage;
+   target p95 < 60 ms; at the end of the run, last since it moves memories between users,
+   that user is given other users' active messages until it holds 10% of the project
+   (100,000 of 1,000,000: bench/bulk.py spreads memories evenly over 100 users, ~10,000
+   each) and the context is measured again;
+9. peak RSS of the web and worker processes.
 
 Texts are LoCoMo dialogue turns and questions read from ../shared/data (never copied
 here); see bench/corpus.py. Prints tables and writes bench/results/<date>-<mode>.json
@@ -92,6 +102,12 @@ import psycopg  # noqa: E402
 
 from bench.buffer_phases import ROOM_PHASES, room_messages_planned, room_phases_run  # noqa: E402
 from bench.client import Api  # noqa: E402
+from bench.context_phase import (  # noqa: E402
+    CONTEXT_PHASES,
+    context_concentrated_phase,
+    context_phase,
+    context_phases_run,
+)
 from bench.corpus import Corpus, corpus_load, distinct_texts  # noqa: E402
 from bench.maintenance_phases import (  # noqa: E402
     MAINTENANCE_PHASES,
@@ -199,8 +215,9 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument(
         "--only", type=_only_phases, metavar="NAME,NAME",
-        help=f"a short try-out: the warm-up, the ingestion and only these room and "
-        f"maintenance phases ({', '.join(ROOM_PHASES + MAINTENANCE_PHASES)}), the latter at "
+        help=f"a short try-out: the warm-up, the ingestion and only these room, "
+        f"maintenance and context phases "
+        f"({', '.join(ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES)}), the latter two at "
         "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
     parser.add_argument(
@@ -254,11 +271,13 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     if only is None:
         bench.raw_model()
     bench.ingestion()
-    if only is not None:  # a try-out of some room and maintenance phases
+    if only is not None:  # a try-out of some room, maintenance and context phases
         room_phases_run(bench, only)
         maintenance_phases_run(bench, only)
+        context_phases_run(bench, only)
         return
     bench.search_level()
+    context_phase(bench)
     bench.recall()
     bench.writes()
     room_phases_run(bench)
@@ -269,9 +288,11 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     for level in plan.levels:
         if bench.bulk_load(level):
             bench.search_level()
+            context_phase(bench)
             bench.recall()
         if level == target:
             level_phases_run(bench)
+    context_concentrated_phase(bench)  # last: it moves memories between users
 
 
 def measure(
@@ -362,11 +383,10 @@ def main() -> int:
 
 def _only_phases(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in ROOM_PHASES + MAINTENANCE_PHASES]
+    known = ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"choose among {', '.join(ROOM_PHASES + MAINTENANCE_PHASES)}"
-        )
+        raise argparse.ArgumentTypeError(f"choose among {', '.join(known)}")
     return names
 
 
