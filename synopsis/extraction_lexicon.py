@@ -1,6 +1,6 @@
 """The offline fact extractor's vocabulary: the English words and phrases it knows (jobs,
 relatives, pets, health conditions, fillers, words that are not names) and the regular
-expressions, pure data, that the rules in synopsis/extraction_offline.py are built from."""
+expressions, pure data, that the rules in synopsis/extraction_rules.py are built from."""
 
 from __future__ import annotations
 
