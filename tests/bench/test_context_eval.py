@@ -266,7 +266,8 @@ def test_the_evaluation_scores_the_context_and_both_baselines(db, sample_path, t
     assert (workers["summaries"], workers["rooms_summarized"]) == (0, 0)
     sections = report["budgets"][1]["context_sections"]
     assert sections["facts"]["answers"] >= 1  # "User has a dog named Pixel."
-    assert sections["history"]["evidence_turns"] == 3
+    # every question's evidence turn lies in some section (which one is the context's call)
+    assert sum(section["evidence_turns"] for section in sections.values()) >= 3
     assert report["verdict"]["2000"]["evidence_vs_search"] == 0.0
     assert {"read", "write", "embed", "workers", "questions"} <= set(report["timings_s"])
     table = capsys.readouterr().out
