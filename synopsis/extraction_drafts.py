@@ -74,7 +74,17 @@ def tail(text: str, *, max_words: int, keep_time: bool = False) -> str | None:
         return None
     if words[0].lower() in REFERENTS or " ".join(words[:2]).lower() in REFERENT_PAIRS:
         return None
+    if words[0].lower() == "to" and _empty_infinitive(words[1:]):
+        return None  # "I love to." / "I'd love to do that": nothing said about what
     return text
+
+
+def _empty_infinitive(rest: list[str]) -> bool:
+    """Whether "to ..." names nothing: no verb, or a light verb with a pronoun."""
+    if not rest or rest[0].lower() in REFERENTS:
+        return True
+    light = rest[0].lower() in ("do", "be", "have", "get", "go", "try")
+    return light and (len(rest) == 1 or rest[1].lower() in REFERENTS | {"there", "here"})
 
 
 def split_list(text: str) -> list[str]:

@@ -111,7 +111,9 @@ def context_build(
         candidates += working
         notes += [note] if note else []
     with _timed(timings, "retrieval"):
-        retrieval = retrieved_candidates(end_user=end_user, query=query, query_vector=query_vector)
+        retrieval = retrieved_candidates(
+            end_user=end_user, query=query, query_vector=query_vector, max_tokens=max_tokens
+        )
         candidates += retrieval.candidates
     with _timed(timings, "ranking"):
         kept, duplicates = deduplicate(candidates)

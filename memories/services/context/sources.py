@@ -23,7 +23,10 @@ from memories.services.working import WorkingMemoryUnavailable, working_list, wo
 logger = logging.getLogger(__name__)
 
 FACT_KINDS = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
-RETRIEVED_K = 40  # search results considered for the retrieved section
+# search results considered for the retrieved section: enough to fill any budget with
+# short turns (a memory renders to at least ~10 tokens), within the search's limit
+TOKENS_PER_RESULT = 10
+RETRIEVED_K_MIN, RETRIEVED_K_MAX = 20, 200
 RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.Kind.KNOWLEDGE]
 
 
@@ -195,7 +198,7 @@ class Retrieval:
 
 
 def retrieved_candidates(
-    *, end_user: EndUser, query: str | None, query_vector: np.ndarray | None
+    *, end_user: EndUser, query: str | None, query_vector: np.ndarray | None, max_tokens: int
 ) -> Retrieval:
     """Older memories of the user (active or archived: a summarized turn is still the
     best evidence of itself) by the project's default search; keyword search alone
@@ -216,7 +219,7 @@ def retrieved_candidates(
         embedding=embedding,
         mode=mode,
         filters=filters,
-        k=RETRIEVED_K,
+        k=min(RETRIEVED_K_MAX, max(RETRIEVED_K_MIN, max_tokens // TOKENS_PER_RESULT)),
     )
     candidates = [
         Candidate(
