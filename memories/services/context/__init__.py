@@ -38,6 +38,7 @@ from memories.services.context.sources import (
     Candidate,
     fact_candidates,
     history_candidates,
+    relevance_floor,
     retrieved_candidates,
     synopsis_candidates,
     working_candidates,
@@ -116,13 +117,18 @@ def context_build(
         )
         candidates += retrieval.candidates
     with _timed(timings, "ranking"):
-        kept, duplicates = deduplicate(candidates)
         budgets = budgets_split(
             max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
             shares=shares,
         )  # fmt: skip
+        candidates, below = _relevant_facts(
+            candidates, retrieval.candidates, budgets["retrieved"], encoding
+        )
+        kept, duplicates = deduplicate(candidates)
     with _timed(timings, "token_counting"):
         sections = sections_fill(kept, budgets, encoding)
+        facts_section = next(s for s in sections if s.name == "facts")
+        facts_section.dropped += below
     with _timed(timings, "rendering"):
         prompt, total = fit(sections, max_tokens, encoding)
     with _timed(timings, "accounting"):
@@ -136,6 +142,25 @@ def context_build(
         total_tokens=total, max_tokens=max_tokens, encoding=encoding, notes=notes,
         full_history_tokens=full, timings_ms=timings,
     )  # fmt: skip
+
+
+def _relevant_facts(
+    candidates: list[Candidate], retrieved: list[Candidate], budget: int, encoding: str
+) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """The candidates without the facts less similar to the query than the search
+    results they would displace (see relevance_floor); those, with the reason."""
+    floor = relevance_floor(retrieved, budget, encoding)
+    if floor is None:
+        return candidates, []
+    kept, below = [], []
+    for candidate in candidates:
+        similarity = candidate.parts.get("similarity")
+        if candidate.section == "facts" and similarity is not None and similarity < floor:
+            reason = f"less similar to the query than the memories it would displace ({floor})"
+            below.append((candidate, reason))
+        else:
+            kept.append(candidate)
+    return kept, below
 
 
 def _query_vector(query: str | None, notes: list[str]) -> tuple[np.ndarray | None, int | None]:

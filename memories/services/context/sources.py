@@ -19,6 +19,7 @@ from memories.services.buffer import room_summary_latest
 from memories.services.search import SearchFilters, memory_search
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
+from memories.tokens import token_count
 
 logger = logging.getLogger(__name__)
 
@@ -227,10 +228,25 @@ def retrieved_candidates(
             text=turn_line(hit.memory, with_time=False), score=hit.score,
             created_at=hit.memory.created_at,
             why=f"search rank {rank} ({result.mode})",
+            parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
         )
         for rank, hit in enumerate(result.hits, start=1)
     ]  # fmt: skip
     return Retrieval(candidates, result.mode, result.timings_ms)
+
+
+def relevance_floor(retrieved: list[Candidate], budget: int, encoding: str) -> float | None:
+    """The similarity to the query of the least similar search result that would fit
+    the retrieved section's own budget: a fact less similar than that would take the
+    place of a more relevant memory. None without similarities."""
+    used, similarities = 0, []
+    for candidate in retrieved:
+        used += token_count(candidate.text + "\n", encoding)
+        if used > budget:
+            break
+        if "similarity" in candidate.parts:
+            similarities.append(candidate.parts["similarity"])
+    return min(similarities) if similarities else None
 
 
 # ---- working memory and synopsis --------------------------------------------------------

@@ -229,3 +229,18 @@ def test_the_synopsis_leads_the_context(owner):
     [item] = section(body, "synopsis")["items"]
     assert item["text"] == "Maria, a jazz pianist from Porto."
     assert body["prompt"].startswith("## About the user\nMaria, a jazz pianist from Porto.")
+
+
+def test_a_fact_less_relevant_than_the_memories_it_would_displace_stays_out(owner):
+    turns(owner, [f"We talked about my cat Miso and her toys, day {i}." for i in range(20)])
+    write(
+        owner,
+        {"kind": "fact", "content": "User works as a tax accountant.", "confidence": 1.0},
+        {"kind": "fact", "content": "User has a cat named Miso.", "confidence": 0.6},
+    )
+    embed_pending()
+    body = context(owner, query="Tell me about Miso the cat", max_tokens=300, explain=True)
+    facts = section(body, "facts")
+    assert [i["text"] for i in facts["items"]] == ["- User has a cat named Miso."]
+    [(dropped)] = [d for d in facts["dropped"] if "accountant" in d["text"]]
+    assert "less similar to the query" in dropped["why"]
