@@ -33,7 +33,7 @@ For every question (those with evidence among the turns) and every budget, three
   after the conversation, about all of it, not inside one of its sessions (the last
   session's room would add that session's last turns as the conversation under way);
 * last turns: the conversation's newest turns, rendered as the context renders its
-  history ("[date time] speaker (role): text"), as many as fit;
+  history ("[date time] speaker: text"), as many as fit;
 * search: the top results of the default search (auto mode) among the user's
   memories, rendered with their dates as the context renders retrieved memories, each
   added in rank order if it still fits; k is large enough never to run out (a line
@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     from memories.models import EndUser, Project
 
 DEFAULT_BUDGETS = "1000,2000"
-MIN_LINE_TOKENS = 10  # "[2023-05-08] A (user): " alone: the search baseline's k
+MIN_LINE_TOKENS = 10  # "[2023-05-08] A: " and a word or two: the search baseline's k
 MINE_CHUNK = 200  # user messages mined between two embedding runs
 
 

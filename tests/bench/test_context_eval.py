@@ -71,8 +71,8 @@ SAMPLE = [
 
 # the last two turns of conv-x as the context renders its history (and the baseline)
 LAST_TWO = (
-    "[2023-06-20 10:00] Ben (user): Ben: I started learning the cello last week.\n"
-    "[2023-06-20 10:00] Ana (user): Ana: Cool, how are the lessons going?"
+    "[2023-06-20 10:00] Ben: Ben: I started learning the cello last week.\n"
+    "[2023-06-20 10:00] Ana: Ana: Cool, how are the lessons going?"
 )
 
 

@@ -75,12 +75,16 @@ def sections_fill(
         section = Section(name, budgets[name] + carry)
         mine = sorted((c for c in candidates if c.section == name), key=lambda c: -c.score)
         heading = token_count(HEADINGS[name] + "\n", encoding)
+        groups: set[str] = set()
         for candidate in mine:
             candidate.tokens = token_count(candidate.text + "\n", encoding)
             cost = candidate.tokens + (0 if section.items else heading)
+            if candidate.group and candidate.group not in groups:
+                cost += token_count(candidate.group + "\n", encoding)
             if section.tokens + cost <= section.budget:
                 section.items.append(candidate)
                 section.tokens += cost
+                groups.add(candidate.group)
             else:
                 section.dropped.append((candidate, "over the section's budget"))
         carry = section.budget - section.tokens
@@ -90,7 +94,8 @@ def sections_fill(
 
 def render(sections: list[Section]) -> str:
     """The prompt text: each non-empty section under its heading; history and
-    retrieved memories in time order, the rest best first."""
+    retrieved memories in time order (the retrieved ones under a line per day), the rest
+    best first."""
     blocks = []
     for section in sections:
         if not section.items:
@@ -100,8 +105,19 @@ def render(sections: list[Section]) -> str:
             items = sorted(items, key=lambda c: (c.created_at is None, c.created_at))
             if section.name == "history":  # the summary of older turns comes first
                 items.sort(key=lambda c: c.kind != "summary")
-        blocks.append("\n".join([HEADINGS[section.name], *(c.text for c in items)]))
+        blocks.append("\n".join([HEADINGS[section.name], *_lines(items)]))
     return "\n\n".join(blocks)
+
+
+def _lines(items: list[Candidate]) -> list[str]:
+    """The items' lines, each group's header (a day) once before its first item."""
+    lines, current = [], ""
+    for item in items:
+        if item.group and item.group != current:
+            lines.append(item.group)
+            current = item.group
+        lines.append(item.text)
+    return lines
 
 
 def fit(sections: list[Section], max_tokens: int, encoding: str) -> tuple[str, int]:

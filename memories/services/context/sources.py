@@ -44,6 +44,8 @@ class Candidate:
     created_at: datetime | None = None
     why: str = ""
     tokens: int = 0
+    # items of a section that share a group (a day) are rendered under one header line
+    group: str = ""
     parts: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -53,20 +55,28 @@ class Candidate:
 
 
 def _body(line: str) -> str:
-    return re.sub(r"^(- |\[[^\]]*\] [^:]{0,80}: )", "", line)
+    return re.sub(r"^(- |(\[[^\]]*\] )?[^:]{0,80}: )", "", line)
 
 
 def speaker(memory: Memory) -> str:
+    """Who said it: a user by their name (or id), anyone else by name and role."""
     name = memory.metadata.get("name") or memory.metadata.get("speaker")
     if not isinstance(name, str) or not name.strip():
         name = getattr(memory, "user_external_id", None) if memory.role == "user" else None
     role = memory.role or memory.kind
+    if name and role == Memory.Role.USER:
+        return str(name)
     return f"{name} ({role})" if name else role
 
 
 def turn_line(memory: Memory, *, with_time: bool = True) -> str:
     stamp = memory.created_at.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
-    return f"[{stamp}] {speaker(memory)}: {' '.join(memory.content.split())}"
+    return f"[{stamp}] {turn_text(memory)}"
+
+
+def turn_text(memory: Memory) -> str:
+    """A turn without its date: "speaker: text"."""
+    return f"{speaker(memory)}: {' '.join(memory.content.split())}"
 
 
 # ---- facts ------------------------------------------------------------------------------
@@ -225,8 +235,8 @@ def retrieved_candidates(
     candidates = [
         Candidate(
             section="retrieved", key=str(hit.memory.pk), kind=hit.memory.kind,
-            text=turn_line(hit.memory, with_time=False), score=hit.score,
-            created_at=hit.memory.created_at,
+            text=turn_text(hit.memory), score=hit.score, created_at=hit.memory.created_at,
+            group=f"[{hit.memory.created_at:%Y-%m-%d}]",
             why=f"search rank {rank} ({result.mode})",
             parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
         )
