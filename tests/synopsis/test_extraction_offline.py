@@ -292,7 +292,8 @@ def test_a_goal_due_date_is_read_when_clear(text: str, due: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["I love to.", "Yeah, I love to do that too!", "I love to go there.", "I like to try it."]
+    "text",
+    ["I love to.", "Yeah, I love to do that too!", "I love to go there.", "I like to try it."],
 )
 def test_an_infinitive_that_names_nothing_is_not_a_preference(text):
     assert facts_draft_offline(text) == []
