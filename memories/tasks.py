@@ -22,7 +22,7 @@ from memories.services.embedding import (
 )
 from memories.services.idempotency import idempotency_keys_purge
 from memories.services.importance import importance_recompute
-from memories.services.maintenance import maintenance_run
+from memories.services.maintenance import maintenance_run, maintenance_runs_purge
 from memories.services.pruning import (
     PRUNE_QUEUED_TASK,
     prune_queued_run,
@@ -55,8 +55,11 @@ def embedding_backfill_task() -> int:
         older_than_seconds=settings.EMBEDDING["BACKFILL_AFTER_SECONDS"]
     )
     if not waiting:
-        return 0
-    return embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
+        return 0  # nothing to do: not recorded (it runs every minute)
+    with maintenance_run(task="embedding_backfill") as run:
+        done = embedding_run(max_seconds=settings.EMBEDDING["RUN_SECONDS"])
+        run.counts = {"waiting": waiting, "embedded": done}
+    return done
 
 
 @shared_task(name="memories.tasks.idempotency_keys_purge_task")
@@ -65,11 +68,20 @@ def idempotency_keys_purge_task() -> int:
     return idempotency_keys_purge()
 
 
+@shared_task(name="memories.tasks.maintenance_runs_purge_task")
+def maintenance_runs_purge_task() -> int:
+    """Forget the records of maintenance runs older than MAINTENANCE_RUNS_KEEP_DAYS."""
+    return maintenance_runs_purge(older_than_days=settings.MAINTENANCE_RUNS_KEEP_DAYS)
+
+
 @shared_task(name="memories.tasks.working_memory_trim_task", soft_time_limit=120, time_limit=150)
 def working_memory_trim_task() -> int:
     """Purge expired ids and apply each room's working-memory cap (FIFO); clear rooms
     that are gone. Redis down: the next beat run tries again."""
-    return working_trim()
+    with maintenance_run(task="working_memory_trim") as run:
+        removed = working_trim()
+        run.counts = {"removed": removed}
+    return removed
 
 
 @shared_task(name="memories.tasks.accesses_flush_task", soft_time_limit=120, time_limit=150)

@@ -198,6 +198,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memories.tasks.prune_task",
         "schedule": env_float("PRUNE_INTERVAL", 86400.0),
     },
+    "maintenance-runs-purge": {
+        "task": "memories.tasks.maintenance_runs_purge_task",
+        "schedule": crontab(hour=3, minute=41),
+    },
     "idempotency-keys-purge": {
         "task": "memories.tasks.idempotency_keys_purge_task",
         "schedule": crontab(minute=17),
@@ -295,6 +299,9 @@ EMBEDDING: dict[str, Any] = {
 }
 # An optional OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server)
 # for summaries; with no BASE_URL every feature uses its offline method (synopsis/llm.py)
+# the records of scheduled maintenance (admin: Maintenance runs) are kept this long
+MAINTENANCE_RUNS_KEEP_DAYS = env_float("MAINTENANCE_RUNS_KEEP_DAYS", 30.0)
+
 LLM: dict[str, Any] = {
     "BASE_URL": os.environ.get("LLM_BASE_URL", ""),  # e.g. http://127.0.0.1:11434/v1
     "API_KEY": os.environ.get("LLM_API_KEY", ""),

@@ -44,7 +44,13 @@ def room_summarize_task(self, room_id: int) -> int:  # type: ignore[no-untyped-d
 @shared_task(name="synopsis.tasks.room_summarize_sweep_task", acks_late=True)
 def room_summarize_sweep_task() -> int:
     """Queue a summary task for every room over capacity that a signal missed."""
-    return room_summarize_enqueue(room_ids=rooms_over_capacity())
+    rooms = rooms_over_capacity()
+    if not rooms:
+        return 0  # nothing to do: not recorded (it runs every minute)
+    with maintenance_run(task="summaries_sweep") as run:
+        queued = room_summarize_enqueue(room_ids=rooms)
+        run.counts = {"rooms_over_capacity": len(rooms), "queued": queued}
+    return queued
 
 
 @shared_task(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -36,3 +37,10 @@ def maintenance_run(
             run.save()
         except Exception:  # the database itself is failing: the log still says it
             logger.exception("could not record the end of maintenance run %s", run.pk)
+
+
+def maintenance_runs_purge(*, older_than_days: float) -> int:
+    """Delete the records of runs started more than ``older_than_days`` ago."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted, _ = MaintenanceRun.objects.filter(started_at__lt=cutoff).delete()
+    return deleted
