@@ -226,8 +226,9 @@ class BulkLoader:
         rows = self.db.execute(
             """
             INSERT INTO memories_room
-                (project_id, external_id, name, world_id, metadata, created_at, updated_at)
-            SELECT %s, %s || lpad(g::text, 6, '0'), '', '', '{}', now(), now()
+                (project_id, external_id, name, world_id, metadata, settings, created_at,
+                 updated_at)
+            SELECT %s, %s || lpad(g::text, 6, '0'), '', '', '{}', '{}', now(), now()
             FROM generate_series(0, %s - 1) g
             RETURNING external_id, id
             """,
