@@ -16,17 +16,21 @@ ROUND_DIGITS, so a run writes only the rows whose rounded score moved.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import DeadlockDetected
 
 from memories.config import ImportanceSettings
 from memories.models import Memory, Project
 from memories.services.configuration import project_settings_get
+
+logger = logging.getLogger(__name__)
 
 # one UPDATE (one transaction) covers about this many memories
 CHUNK_ROWS = 5_000
@@ -99,13 +103,27 @@ def _project_recompute(
     }
     changed = 0
     for chunk in _chunks(project):
-        with transaction.atomic(), connection.cursor() as cursor:
-            sql, chunk_params = _chunk_update(chunk)
-            cursor.execute(sql, {**params, **chunk_params})
-            changed += cursor.rowcount
+        sql, chunk_params = _chunk_update(chunk)
+        changed += _chunk_run(sql, {**params, **chunk_params})
         if progress is not None:
             progress(chunk.rows)
     return changed
+
+
+def _chunk_run(sql: str, params: dict[str, Any], attempts: int = 3) -> int:
+    """One chunk's UPDATE in its own transaction. It can deadlock with a writer that
+    locks the same rows in another order (the access flush, a fact's reinforcement):
+    PostgreSQL then aborts one side, and the chunk, idempotent, is run again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return int(cursor.rowcount)
+        except OperationalError as error:
+            if not isinstance(error.__cause__, DeadlockDetected) or attempt == attempts:
+                raise
+            logger.info("importance recompute: a chunk deadlocked, running it again")
+    return 0
 
 
 def _groups(project: Project) -> list[_Group]:

@@ -180,3 +180,30 @@ def test_the_command_recomputes_one_project(alice, owner, outsider, capsys):
     assert score(theirs) == 0.5
     call_command("recompute_importance")
     assert score(theirs) == pytest.approx(0.7, abs=1e-3)
+
+
+def test_a_chunk_that_deadlocks_is_run_again(owner, monkeypatch):
+    from django.db import OperationalError
+    from psycopg.errors import DeadlockDetected
+
+    from memories.services import importance
+
+    calls = []
+    original_atomic = importance.transaction.atomic
+
+    class Once:  # PostgreSQL aborts the chunk's transaction once, as in a deadlock
+        def __init__(self):
+            self.failed = False
+
+        def __call__(self, *args, **kwargs):
+            calls.append(1)
+            if not self.failed:
+                self.failed = True
+                error = OperationalError("deadlock detected")
+                error.__cause__ = DeadlockDetected("deadlock detected")
+                raise error
+            return original_atomic(*args, **kwargs)
+
+    monkeypatch.setattr(importance.transaction, "atomic", Once())
+    assert importance._chunk_run("SELECT 1", {}) == 1
+    assert len(calls) == 2
