@@ -15,14 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from django.db import connection
 
 from memories.buffer import BufferHit, BufferMemory
 from memories.config import BufferSettings, settings_from_overrides
-from memories.embeddings import normalize
 from memories.models import Memory, Project, Room
 from memories.services.configuration import room_settings_get
+from memories.services.embedding import memory_vectors
 from memories.services.search.query_embedding import query_embedding_start
 
 logger = logging.getLogger(__name__)
@@ -114,7 +113,11 @@ def buffer_search(
         .order_by("-created_at", "-id")[: config.capacity]
     )
     messages.reverse()
-    vectors = _message_vectors(messages, space_id=started.space.pk) if started else {}
+    vectors = (
+        memory_vectors(memory_ids=[m.pk for m in messages], space_id=started.space.pk)
+        if started
+        else {}
+    )
     timings["load"] = (time.perf_counter() - clock) * 1000
     query_vector = None
     if started is not None:
@@ -169,32 +172,6 @@ def _query_started(query: str) -> tuple[Any, str | None]:
     except Exception as error:  # e.g. the model's files are missing or broken
         logger.warning("buffer search: embedding model unavailable: %s", error)
         return None, f"embedding model unavailable: {error}"
-
-
-# each message's windows averaged in SQL and sent as a binary float4 array: pgvector's
-# text form takes 10 ms to parse for 100 messages, this 0.3 ms. array_send's layout:
-# a 20-byte header (1 dimension), then each element as a 4-byte length and a float4
-_VECTORS_SQL = """
-    SELECT memory_id, array_send(avg(vector)::real[]) FROM memories_embedding
-    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
-"""
-_ARRAY_HEADER = 20
-
-
-def _message_vectors(messages: list[Memory], *, space_id: int) -> dict[Any, np.ndarray]:
-    """Each embedded message's vector in the space: the mean of its windows (a long
-    message is stored as several), normalized."""
-    if not messages:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_VECTORS_SQL, [[m.pk for m in messages], space_id])
-        rows = cursor.fetchall()
-    if not rows:
-        return {}
-    vectors = np.stack(
-        [np.frombuffer(bytes(raw), dtype=">f4", offset=_ARRAY_HEADER)[1::2] for _, raw in rows]
-    ).astype(np.float32)
-    return dict(zip([memory_id for memory_id, _ in rows], normalize(vectors), strict=True))
 
 
 # rooms with more unsummarized messages than some capacity; the caller checks each

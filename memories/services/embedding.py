@@ -17,6 +17,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
+import numpy as np
 import redis
 from celery import current_app
 from django.conf import settings
@@ -24,7 +25,12 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from memories.embeddings import EmbeddingDimensionMismatch, EmbeddingProvider, get_provider
+from memories.embeddings import (
+    EmbeddingDimensionMismatch,
+    EmbeddingProvider,
+    get_provider,
+    normalize,
+)
 from memories.models import Embedding, EmbeddingSpace, Memory
 
 logger = logging.getLogger(__name__)
@@ -286,3 +292,29 @@ def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[tup
 
 def embedded_count() -> int:
     return Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE).count()
+
+
+# each memory's windows averaged in SQL and sent as a binary float4 array: pgvector's
+# text form takes 10 ms to parse for 100 memories, this 0.3 ms. array_send's layout:
+# a 20-byte header (1 dimension), then each element as a 4-byte length and a float4
+_MEAN_VECTORS_SQL = """
+    SELECT memory_id, array_send(avg(vector)::real[]) FROM memories_embedding
+    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
+"""
+_ARRAY_HEADER = 20
+
+
+def memory_vectors(*, memory_ids: list[Any], space_id: int) -> dict[Any, np.ndarray]:
+    """Each embedded memory's vector in the space, by id: the mean of its windows (a
+    long text is stored as several), normalized. Memories not embedded are absent."""
+    if not memory_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_MEAN_VECTORS_SQL, [list(memory_ids), space_id])
+        rows = cursor.fetchall()
+    if not rows:
+        return {}
+    matrix = np.stack(
+        [np.frombuffer(bytes(raw), dtype=">f4", offset=_ARRAY_HEADER)[1::2] for _, raw in rows]
+    ).astype(np.float32)
+    return dict(zip([pk for pk, _ in rows], normalize(matrix), strict=True))

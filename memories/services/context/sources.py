@@ -7,15 +7,13 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import numpy as np
-from django.db import connection
 
 from memories.config import BufferSettings
-from memories.embeddings import normalize
 from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
+from memories.services.embedding import memory_vectors
 from memories.services.search import SearchFilters, memory_search
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
@@ -82,27 +80,6 @@ def turn_text(memory: Memory) -> str:
 # ---- facts ------------------------------------------------------------------------------
 
 
-# a fact's vector, its windows averaged, as a binary float4 array (see services/buffer.py)
-_VECTORS_SQL = """
-    SELECT memory_id, array_send(avg(vector)::real[]) FROM memories_embedding
-    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
-"""
-
-
-def vectors_of(memory_ids: list[Any], space_id: int) -> dict[Any, np.ndarray]:
-    if not memory_ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_VECTORS_SQL, [memory_ids, space_id])
-        rows = cursor.fetchall()
-    if not rows:
-        return {}
-    matrix = np.stack(
-        [np.frombuffer(bytes(raw), dtype=">f4", offset=20)[1::2] for _, raw in rows]
-    ).astype(np.float32)
-    return dict(zip([pk for pk, _ in rows], normalize(matrix), strict=True))
-
-
 def fact_candidates(
     *,
     end_user: EndUser,
@@ -123,7 +100,7 @@ def fact_candidates(
         ).only("id", "kind", "content", "content_json", "confidence", "created_at")
     )
     vectors = (
-        vectors_of([f.pk for f in facts], space_id)
+        memory_vectors(memory_ids=[f.pk for f in facts], space_id=space_id)
         if query_vector is not None and space_id is not None
         else {}
     )
