@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.db import connection
 
 from memories.buffer import BufferHit, BufferMemory
@@ -126,21 +127,13 @@ def buffer_search(
         except Exception as error:  # the model failed: the buffer still answers
             logger.warning("buffer search: query embedding failed: %s", error)
             reason = f"embedding model unavailable: {error}"
-    buffer = BufferMemory(
-        max_size=config.max_size,
-        buffer_multiplier=config.buffer_multiplier,
-        vector_dimension=len(query_vector) if query_vector is not None else 1,
-        recency_bias=bias,
+    buffer = _buffer_of(
+        messages,
+        vectors if query_vector is not None else {},
+        dimension=len(query_vector) if query_vector is not None else 1,
+        config=config,
+        bias=bias,
     )
-    for memory in messages:
-        buffer.add(
-            memory.content,
-            memory.metadata,
-            role=memory.role or None,
-            timestamp=memory.created_at,
-            vector=vectors.get(memory.pk) if query_vector is not None else None,
-            id=str(memory.pk),
-        )
     rank_start = time.perf_counter()
     found = buffer.search_detailed(
         query,
@@ -161,6 +154,34 @@ def buffer_search(
         recency_bias=bias,
         timings_ms=timings,
     )
+
+
+def _buffer_of(
+    messages: list[Memory],
+    vectors: dict[Any, np.ndarray],
+    *,
+    dimension: int,
+    config: BufferSettings,
+    bias: float,
+) -> BufferMemory:
+    """The room's messages in capacity, oldest first, as a BufferMemory (with the
+    vectors given; none when the query has no vector: then recency alone ranks)."""
+    buffer = BufferMemory(
+        max_size=config.max_size,
+        buffer_multiplier=config.buffer_multiplier,
+        vector_dimension=dimension,
+        recency_bias=bias,
+    )
+    for memory in messages:
+        buffer.add(
+            memory.content,
+            memory.metadata,
+            role=memory.role or None,
+            timestamp=memory.created_at,
+            vector=vectors.get(memory.pk),
+            id=str(memory.pk),
+        )
+    return buffer
 
 
 def _query_started(query: str) -> tuple[Any, str | None]:
