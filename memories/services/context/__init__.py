@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from memories.config import BufferSettings
 from memories.models import EndUser, Room
 from memories.services.access import accesses_record
 from memories.services.configuration import project_settings_get, room_settings_get
@@ -94,16 +95,61 @@ def context_build(
     notes: list[str] = []
     with _timed(timings, "embed_query"):
         query_vector, space_id = _query_vector(query, notes)
+    candidates, retrieved = _candidates_gather(
+        end_user=end_user, room=room, query=query, query_vector=query_vector,
+        space_id=space_id, weights=(
+            settings.similarity_weight if similarity_weight is None else similarity_weight,
+            settings.confidence_weight if confidence_weight is None else confidence_weight,
+        ),
+        buffer=buffer, max_tokens=max_tokens, timings=timings, notes=notes,
+    )  # fmt: skip
+    with _timed(timings, "ranking"):
+        budgets = budgets_split(
+            max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
+            shares=shares,
+        )  # fmt: skip
+        candidates, below = _relevant_facts(candidates, retrieved, budgets["retrieved"], encoding)
+        kept, duplicates = deduplicate(candidates)
+    with _timed(timings, "token_counting"):
+        sections = sections_fill(kept, budgets, encoding)
+        facts_section = next(s for s in sections if s.name == "facts")
+        facts_section.dropped += below
+    with _timed(timings, "rendering"):
+        prompt, total = fit(sections, max_tokens, encoding)
+    with _timed(timings, "accounting"):
+        full = history_tokens(end_user=end_user, room=room, encoding=encoding)
+        savings_record(end_user=end_user, served=total, full=full)
+        served = [c.key for s in sections if s.name == "retrieved" for c in s.items]
+        accesses_record(project=end_user.project, memory_ids=served)
+    timings["total"] = (time.perf_counter() - clock) * 1000
+    return ContextResult(
+        query=query, sections=sections, duplicates=duplicates, prompt=prompt,
+        total_tokens=total, max_tokens=max_tokens, encoding=encoding, notes=notes,
+        full_history_tokens=full, timings_ms=timings,
+    )  # fmt: skip
+
+
+def _candidates_gather(
+    *,
+    end_user: EndUser,
+    room: Room | None,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    space_id: int | None,
+    weights: tuple[float, float],
+    buffer: BufferSettings,
+    max_tokens: int,
+    timings: dict[str, float],
+    notes: list[str],
+) -> tuple[list[Candidate], list[Candidate]]:
+    """Every section's candidates, each source timed; and the retrieved ones apart."""
     candidates: list[Candidate] = []
     with _timed(timings, "synopsis"):
         candidates += synopsis_candidates(end_user=end_user)
     with _timed(timings, "facts"):
         candidates += fact_candidates(
             end_user=end_user, query_vector=query_vector, space_id=space_id,
-            similarity_weight=settings.similarity_weight if similarity_weight is None
-            else similarity_weight,
-            confidence_weight=settings.confidence_weight if confidence_weight is None
-            else confidence_weight,
+            similarity_weight=weights[0], confidence_weight=weights[1],
         )  # fmt: skip
     with _timed(timings, "history"):
         candidates += history_candidates(end_user=end_user, room=room, buffer=buffer)
@@ -115,33 +161,7 @@ def context_build(
         retrieval = retrieved_candidates(
             end_user=end_user, query=query, query_vector=query_vector, max_tokens=max_tokens
         )
-        candidates += retrieval.candidates
-    with _timed(timings, "ranking"):
-        budgets = budgets_split(
-            max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
-            shares=shares,
-        )  # fmt: skip
-        candidates, below = _relevant_facts(
-            candidates, retrieval.candidates, budgets["retrieved"], encoding
-        )
-        kept, duplicates = deduplicate(candidates)
-    with _timed(timings, "token_counting"):
-        sections = sections_fill(kept, budgets, encoding)
-        facts_section = next(s for s in sections if s.name == "facts")
-        facts_section.dropped += below
-    with _timed(timings, "rendering"):
-        prompt, total = fit(sections, max_tokens, encoding)
-    with _timed(timings, "accounting"):
-        full = history_tokens(end_user=end_user, room=room, encoding=encoding)
-        savings_record(end_user=end_user, served=total, full=full)
-        retrieved = [c.key for s in sections if s.name == "retrieved" for c in s.items]
-        accesses_record(project=end_user.project, memory_ids=retrieved)
-    timings["total"] = (time.perf_counter() - clock) * 1000
-    return ContextResult(
-        query=query, sections=sections, duplicates=duplicates, prompt=prompt,
-        total_tokens=total, max_tokens=max_tokens, encoding=encoding, notes=notes,
-        full_history_tokens=full, timings_ms=timings,
-    )  # fmt: skip
+    return candidates + retrieval.candidates, retrieval.candidates
 
 
 def _relevant_facts(
