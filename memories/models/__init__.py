@@ -4,6 +4,7 @@ from memories.models.embedding import Embedding, EmbeddingSpace
 from memories.models.history import IdempotencyKey, MemoryRevision, SettingsRevision
 from memories.models.maintenance import MaintenanceRun
 from memories.models.memory import SEARCH_CONFIG, Memory, MemoryQuerySet, content_hash
+from memories.models.operators import Membership, MembershipQuerySet
 from memories.models.synopsis import Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.tenancy import (
     Agent,
@@ -27,6 +28,8 @@ __all__ = [
     "EndUserQuerySet",
     "IdempotencyKey",
     "MaintenanceRun",
+    "Membership",
+    "MembershipQuerySet",
     "Memory",
     "MemoryQuerySet",
     "MemoryRevision",

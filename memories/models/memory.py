@@ -67,6 +67,9 @@ class Memory(models.Model):
         ARCHIVED = "archived"  # e.g. summarized out of the buffer; kept, not deleted
         SUPERSEDED = "superseded"
         PRUNED = "pruned"
+        # written but not yet visible: a document version whose chunks are still being
+        # embedded; they become active all at once, replacing the previous version's
+        STAGED = "staged"
 
     class EmbeddingStatus(models.TextChoices):
         PENDING = "pending"

@@ -52,6 +52,9 @@ class MemoryInput:
     id: uuid.UUID | None = None
     created_at: datetime | None = None
     source_ids: list[str] = field(default_factory=list)  # what a summary or fact derives from
+    status: str = Memory.Status.ACTIVE
+    document_id: uuid.UUID | None = None  # a knowledge chunk's document and position in it
+    chunk_index: int | None = None
 
 
 def _external_ids_resolve(
@@ -111,6 +114,9 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
         pinned=item.pinned,
         created_at=item.created_at or timezone.now(),
         source_ids=item.source_ids,
+        status=item.status,
+        document_id=item.document_id,
+        chunk_index=item.chunk_index,
     )
     if item.id is not None:
         memory.id = item.id
