@@ -1,0 +1,64 @@
+"""Who may open which project in the operators' console.
+
+Every console view that shows a project's data is wrapped in ``project_view``: the
+project comes from the URL (``project_id``), and an operator without a membership
+gets a 404 (the project's existence is not revealed), a viewer a 403 on a view that
+changes something. Superusers see and edit every project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+
+from memories.models import Membership, Project
+
+
+def projects_visible(user: Any) -> QuerySet[Project]:
+    """The projects this operator may open: all for a superuser, else their memberships."""
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user=user)
+
+
+def project_role(user: Any, project: Project) -> str | None:
+    """``editor``, ``viewer`` or None (no access) for this operator and project."""
+    if user.is_superuser:
+        return Membership.Role.EDITOR
+    membership = Membership.objects.filter(user=user, project=project).first()
+    return membership.role if membership else None
+
+
+View = Callable[..., HttpResponse]
+
+
+def project_view(*, edit: bool = False) -> Callable[[View], View]:
+    """Decorate a console view taking ``project_id``: sets ``request.project`` and
+    ``request.can_edit``; 404 without access, 403 when ``edit`` and only a viewer."""
+
+    def decorate(view: View) -> View:
+        @login_required
+        @wraps(view)
+        def wrapped(
+            request: HttpRequest, project_id: int, *args: Any, **kwargs: Any
+        ) -> HttpResponse:
+            project = Project.objects.filter(pk=project_id).first()
+            role = project_role(request.user, project) if project else None
+            if project is None or role is None:
+                raise Http404("No such project.")
+            can_edit = role == Membership.Role.EDITOR
+            if edit and not can_edit:
+                raise PermissionDenied("Viewers cannot change anything in this project.")
+            request.project = project  # type: ignore[attr-defined]
+            request.can_edit = can_edit  # type: ignore[attr-defined]
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
