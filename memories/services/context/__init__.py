@@ -95,19 +95,19 @@ def context_build(
     notes: list[str] = []
     with _timed(timings, "embed_query"):
         query_vector, space_id = _query_vector(query, notes)
+    budgets = budgets_split(
+        max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
+        shares=shares,
+    )  # fmt: skip
     candidates, retrieved = _candidates_gather(
         end_user=end_user, room=room, query=query, query_vector=query_vector,
         space_id=space_id, weights=(
             settings.similarity_weight if similarity_weight is None else similarity_weight,
             settings.confidence_weight if confidence_weight is None else confidence_weight,
         ),
-        buffer=buffer, max_tokens=max_tokens, timings=timings, notes=notes,
+        buffer=buffer, budgets=budgets, encoding=encoding, timings=timings, notes=notes,
     )  # fmt: skip
     with _timed(timings, "ranking"):
-        budgets = budgets_split(
-            max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
-            shares=shares,
-        )  # fmt: skip
         candidates, below = _relevant_facts(candidates, retrieved, budgets["retrieved"], encoding)
         kept, duplicates = deduplicate(candidates)
     with _timed(timings, "token_counting"):
@@ -138,11 +138,13 @@ def _candidates_gather(
     space_id: int | None,
     weights: tuple[float, float],
     buffer: BufferSettings,
-    max_tokens: int,
+    budgets: dict[str, int],
+    encoding: str,
     timings: dict[str, float],
     notes: list[str],
 ) -> tuple[list[Candidate], list[Candidate]]:
-    """Every section's candidates, each source timed; and the retrieved ones apart."""
+    """Every section's candidates, each source timed; and the retrieved ones apart,
+    searched last: as many as the room the other sections leave can hold."""
     candidates: list[Candidate] = []
     with _timed(timings, "synopsis"):
         candidates += synopsis_candidates(end_user=end_user)
@@ -158,9 +160,14 @@ def _candidates_gather(
         candidates += working
         notes += [note] if note else []
     with _timed(timings, "retrieval"):
+        # the retrieved section's budget once the others have taken what they can
+        room_left = sections_fill(candidates, budgets, encoding)[-1].budget
         retrieval = retrieved_candidates(
-            end_user=end_user, query=query, query_vector=query_vector, max_tokens=max_tokens
-        )
+            end_user=end_user, query=query, query_vector=query_vector,
+            room=room_left, encoding=encoding,
+            # the turns the search may find again (facts are other kinds)
+            taken=sum(c.section in ("history", "working") for c in candidates),
+        )  # fmt: skip
     return candidates + retrieval.candidates, retrieval.candidates
 
 

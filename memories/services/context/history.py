@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from django.db.models import Q
@@ -20,10 +21,17 @@ TOTALS_KEY = "memoryhub:context-totals:{project}"  # hash: "<user id>:<field>" -
 CACHE_TTL = 7 * 86400
 
 
+# how often the cached total is checked against the messages' count (which finds
+# deletes): counting a user of 100,000 messages on every context costs more than the
+# context; in between, only the messages written since the total are read (indexed)
+RECOUNT_SECONDS = 300
+
+
 def history_tokens(*, end_user: EndUser, room: Room | None, encoding: str) -> int:
     """Tokens of every message of the room (or the user), each as its text, counted
-    incrementally: a cached total per scope grows by the messages written since it; a
-    delete (the count no longer matches) recounts the whole."""
+    incrementally: a cached total per scope grows by the messages written since it;
+    every RECOUNT_SECONDS the count is checked, and a delete (the count no longer
+    matches) recounts the whole."""
     messages = Memory.objects.filter(kind=Memory.Kind.MESSAGE)
     if room is not None:
         messages, scope = messages.filter(project_id=room.project_id, room=room), f"room:{room.pk}"
@@ -32,15 +40,18 @@ def history_tokens(*, end_user: EndUser, room: Room | None, encoding: str) -> in
         scope = f"user:{end_user.pk}"
     key = CACHE_KEY.format(encoding=encoding, scope=scope)
     cached = _cached(key)
-    count = messages.count()
-    if cached and cached["count"] <= count:
+    now = time.time()
+    if cached and cached["at"] is not None:
         after = Q(created_at__gt=cached["at"]) | Q(created_at=cached["at"], id__gt=cached["id"])
         new = messages.filter(after)
         added = list(new.order_by("created_at", "id").values_list("created_at", "id", "content"))
-        if cached["count"] + len(added) == count:
-            return _store(key, cached, added, encoding)
+        if now - cached.get("checked", 0) < RECOUNT_SECONDS:
+            return _store(key, cached, added, encoding, checked=cached.get("checked", 0))
+        if cached["count"] + len(added) == messages.count():
+            return _store(key, cached, added, encoding, checked=now)
     rows = list(messages.order_by("created_at", "id").values_list("created_at", "id", "content"))
-    return _store(key, {"count": 0, "tokens": 0, "at": None, "id": None}, rows, encoding)
+    empty = {"count": 0, "tokens": 0, "at": None, "id": None}
+    return _store(key, empty, rows, encoding, checked=now)
 
 
 def _cached(key: str) -> dict[str, Any] | None:
@@ -51,12 +62,15 @@ def _cached(key: str) -> dict[str, Any] | None:
     return json.loads(raw) if raw else None
 
 
-def _store(key: str, state: dict[str, Any], rows: list[Any], encoding: str) -> int:
+def _store(
+    key: str, state: dict[str, Any], rows: list[Any], encoding: str, *, checked: float
+) -> int:
     tokens = state["tokens"] + sum(token_count(content, encoding) for _, _, content in rows)
-    if rows:
+    if rows or checked != state.get("checked"):
+        last = (rows[-1][0].isoformat(), str(rows[-1][1])) if rows else (state["at"], state["id"])
         state = {
             "count": state["count"] + len(rows), "tokens": tokens,
-            "at": rows[-1][0].isoformat(), "id": str(rows[-1][1]),
+            "at": last[0], "id": last[1], "checked": checked,
         }  # fmt: skip
         try:
             redis_client().set(key, json.dumps(state), ex=CACHE_TTL)

@@ -22,10 +22,16 @@ from memories.tokens import token_count
 logger = logging.getLogger(__name__)
 
 FACT_KINDS = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
-# search results considered for the retrieved section: enough to fill any budget with
-# short turns (a memory renders to at least ~10 tokens), within the search's limit
-TOKENS_PER_RESULT = 10
+# search results considered for the retrieved section: enough to fill the room the
+# other sections leave with the user's memories as long as they have rendered lately
+# (RESULT_TOKENS_GUESS before any), with a margin for the ones de-duplication drops;
+# within the search's limit. Asking for more costs latency and changes nothing.
+RESULT_TOKENS_GUESS = 10
+RETRIEVED_MARGIN = 2.0
 RETRIEVED_K_MIN, RETRIEVED_K_MAX = 20, 200
+# the mean tokens of a user's retrieved lines, learned per process from each context
+_result_tokens: dict[int, float] = {}
+_RESULT_TOKENS_USERS = 10_000
 RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.Kind.KNOWLEDGE]
 
 
@@ -185,13 +191,42 @@ class Retrieval:
     timings_ms: dict[str, float]
 
 
+def retrieved_k(*, end_user: EndUser, room: int, taken: int) -> int:
+    """How many search results can fill ``room`` tokens once the ``taken`` items already
+    in other sections are de-duplicated away: room over the user's mean line length
+    (a low guess until a context has shown it), with a margin."""
+    per_result = _result_tokens.get(end_user.pk, RESULT_TOKENS_GUESS)
+    wanted = int(RETRIEVED_MARGIN * room / max(per_result, 1.0)) + taken
+    return min(RETRIEVED_K_MAX, max(RETRIEVED_K_MIN, wanted))
+
+
+def _tokens(lines: list[str], encoding: str) -> int:
+    return sum(token_count(line + "\n", encoding) for line in lines)
+
+
+def _result_tokens_learn(end_user: EndUser, candidates: list[Candidate], encoding: str) -> None:
+    if not candidates:
+        return
+    mean = _tokens([c.text for c in candidates], encoding) / len(candidates)
+    if len(_result_tokens) >= _RESULT_TOKENS_USERS:
+        _result_tokens.clear()
+    _result_tokens[end_user.pk] = mean
+
+
 def retrieved_candidates(
-    *, end_user: EndUser, query: str | None, query_vector: np.ndarray | None, max_tokens: int
+    *,
+    end_user: EndUser,
+    query: str | None,
+    query_vector: np.ndarray | None,
+    room: int,
+    taken: int,
+    encoding: str,
 ) -> Retrieval:
     """Older memories of the user (active or archived: a summarized turn is still the
-    best evidence of itself) by the project's default search; keyword search alone
+    best evidence of itself) by the project's default search, as many as can fill
+    ``room`` tokens beside ``taken`` items of other sections; keyword search alone
     when the model is unavailable."""
-    if not query:
+    if not query or room <= 0:
         return Retrieval([], "none", {})
     filters = SearchFilters(
         end_user_id=end_user.pk,
@@ -201,14 +236,18 @@ def retrieved_candidates(
     # the query's vector as computed once for the whole context; none: keyword search
     embedding = [float(x) for x in query_vector] if query_vector is not None else None
     mode = None if query_vector is not None else "keyword"
+    k = retrieved_k(end_user=end_user, room=room, taken=taken)
     result = memory_search(
-        project=end_user.project,
-        query=query,
-        embedding=embedding,
-        mode=mode,
-        filters=filters,
-        k=min(RETRIEVED_K_MAX, max(RETRIEVED_K_MIN, max_tokens // TOKENS_PER_RESULT)),
-    )
+        project=end_user.project, query=query, embedding=embedding, mode=mode,
+        filters=filters, k=k,
+    )  # fmt: skip
+    lines = [turn_text(hit.memory) for hit in result.hits]
+    if len(lines) == k < RETRIEVED_K_MAX and _tokens(lines, encoding) < room:
+        # shorter than guessed and more to find: once more with as many as allowed
+        result = memory_search(
+            project=end_user.project, query=query, embedding=embedding, mode=mode,
+            filters=filters, k=RETRIEVED_K_MAX,
+        )  # fmt: skip
     candidates = [
         Candidate(
             section="retrieved", key=str(hit.memory.pk), kind=hit.memory.kind,
@@ -219,6 +258,7 @@ def retrieved_candidates(
         )
         for rank, hit in enumerate(result.hits, start=1)
     ]  # fmt: skip
+    _result_tokens_learn(end_user, candidates, encoding)
     return Retrieval(candidates, result.mode, result.timings_ms)
 
 

@@ -152,6 +152,65 @@ def test_the_full_history_and_the_savings(owner):
     )
 
 
+def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(owner, monkeypatch):
+    from memories.services.context import sources
+
+    words = [
+        "garden",
+        "tomato",
+        "basil",
+        "soil",
+        "compost",
+        "seedling",
+        "harvest",
+        "trellis",
+        "watering",
+        "mulch",
+    ]
+    texts = [
+        f"Turn {i}: the {words[i % 10]} " + " ".join(words[: 1 + i % 7]) * (1 + i % 4)
+        for i in range(240)
+    ]
+    turns(owner, texts, room=None)
+    embed_pending()
+    asked: list[int] = []
+    search = sources.memory_search
+    monkeypatch.setattr(
+        sources, "memory_search", lambda **kw: asked.append(kw["k"]) or search(**kw)
+    )
+    sources._result_tokens.clear()
+    first = context(owner, query="garden tomato harvest", max_tokens=1500)
+    adaptive = context(owner, query="garden tomato harvest", max_tokens=1500)
+    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: sources.RETRIEVED_K_MAX)
+    most = context(owner, query="garden tomato harvest", max_tokens=1500)
+    # the second context knows how long this user's lines are: it asks for fewer
+    assert asked[-2] < asked[0] <= sources.RETRIEVED_K_MAX
+    for body in (first, adaptive):
+        assert body["total_tokens"] >= 0.97 * most["total_tokens"]
+        assert len(section(body, "retrieved")["items"]) >= 0.9 * len(
+            section(most, "retrieved")["items"]
+        )
+
+
+def test_a_deleted_turn_leaves_the_full_history_at_the_next_recount(owner, monkeypatch):
+    from memories.services.context import history
+
+    turns(owner, ["first turn here", "second turn there"])
+    body = context(owner, room="chat", query="turn", max_tokens=300)
+    assert body["full_history_tokens"] == token_count("first turn here") + token_count(
+        "second turn there"
+    )
+    Memory.objects.filter(content="first turn here").delete()
+    # between recounts only new messages are read: the total still holds the deleted one
+    assert (
+        context(owner, room="chat", query="turn", max_tokens=300)["full_history_tokens"]
+        == (body["full_history_tokens"])
+    )
+    monkeypatch.setattr(history, "RECOUNT_SECONDS", 0)
+    again = context(owner, room="chat", query="turn", max_tokens=300)
+    assert again["full_history_tokens"] == token_count("second turn there")
+
+
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
