@@ -250,6 +250,25 @@ def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> M
     return memory
 
 
+RESTORED_FIELDS = ("content", "metadata", "importance")
+
+
+class RevisionNotRestorable(Exception):
+    """The revision is not one of this memory's versions (another memory, a delete)."""
+
+
+def memory_restore(*, memory: Memory, revision: MemoryRevision, actor: Actor) -> Memory:
+    """Write back the content, metadata and importance the memory had right after
+    ``revision`` (one of its own), through memory_update: recorded as an update by
+    ``actor``, re-embedded if the text changes."""
+    if revision.memory_id != memory.pk or revision.project_id != memory.project_id:
+        raise RevisionNotRestorable("the revision belongs to another memory")
+    if revision.after is None:
+        raise RevisionNotRestorable("a deletion has no version to restore")
+    changes = {name: revision.after[name] for name in RESTORED_FIELDS if name in revision.after}
+    return memory_update(memory=memory, changes=changes, actor=actor)
+
+
 def memories_status_change(
     *, memories: list[Memory], status: str, action: str, actor: Actor
 ) -> None:

@@ -1,0 +1,342 @@
+"""Read-side queries of the console's user page: what is remembered about one user.
+
+Every list is one page read in SQL (LIMIT/OFFSET on an index order) and every count
+comes from one GROUP BY of the user's memories, so the page costs the same few queries
+for a user of ten memories or of ten thousand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, F, Max, Q, QuerySet
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from memories.models import EndUser, Memory, MemoryRevision, Project, Room
+from memories.services.memories import RESTORED_FIELDS
+
+PAGE_SIZE = 50
+HISTORY_LIMIT = 100
+
+
+@dataclass
+class UserSummary:
+    """A user's memory counts by kind and status, and the newest memory's time."""
+
+    counts: dict[tuple[str, str], int]  # (kind, status) -> memories
+    last_activity: datetime | None
+    pending: int  # memories waiting for their embedding
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def by_kind(self) -> list[tuple[str, int]]:
+        """(kind, count) of every kind the user has, in the kinds' declared order."""
+        totals = dict.fromkeys(Memory.Kind.values, 0)
+        for (kind, _status), count in self.counts.items():
+            totals[kind] = totals.get(kind, 0) + count
+        return [(kind, count) for kind, count in totals.items() if count]
+
+    def count(self, *, kind: str = "", status: str = "") -> int:
+        """Memories of this kind and status ('' = any), without another query."""
+        return sum(
+            n
+            for (k, s), n in self.counts.items()
+            if (not kind or k == kind) and (not status or s == status)
+        )
+
+
+def user_summary_get(*, project: Project, end_user: EndUser) -> UserSummary:
+    """The user's counts by kind and status and last activity: one GROUP BY query."""
+    rows = (
+        Memory.objects.for_project(project)
+        .filter(end_user=end_user)
+        .values("kind", "status")
+        .annotate(
+            n=Count("id"),
+            last=Max("created_at"),
+            pending=Count("id", filter=Q(embedding_status=Memory.EmbeddingStatus.PENDING)),
+        )
+        .order_by()
+    )
+    counts: dict[tuple[str, str], int] = {}
+    last: datetime | None = None
+    pending = 0
+    for row in rows:
+        counts[(row["kind"], row["status"])] = row["n"]
+        pending += row["pending"]
+        if last is None or row["last"] > last:
+            last = row["last"]
+    return UserSummary(counts=counts, last_activity=last, pending=pending)
+
+
+@dataclass
+class RoomActivity:
+    room: Room
+    memories: int  # the user's memories in the room
+    last_activity: datetime
+
+
+def user_rooms_get(*, project: Project, end_user: EndUser) -> list[RoomActivity]:
+    """The rooms the user has memories in, most recently active first (two queries)."""
+    rows = (
+        Memory.objects.for_project(project)
+        .filter(end_user=end_user, room__isnull=False)
+        .values("room_id")
+        .annotate(n=Count("id"), last=Max("created_at"))
+        .order_by("-last")
+    )
+    activity = {row["room_id"]: row for row in rows}
+    rooms = Room.objects.for_project(project).in_bulk(list(activity))
+    return [
+        RoomActivity(rooms[room_id], row["n"], row["last"])
+        for room_id, row in activity.items()
+        if room_id in rooms
+    ]
+
+
+@dataclass
+class Page:
+    """One page of a list; ``number`` counts from 1."""
+
+    items: list[Any]
+    number: int
+    count: int
+    size: int = PAGE_SIZE
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.count / self.size))
+
+    @property
+    def previous(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.number + 1 if self.number < self.pages else None
+
+    @property
+    def numbers(self) -> list[int | None]:
+        """The page numbers worth a link: the first, the last and those near this one;
+        None where numbers are left out."""
+        near = range(max(1, self.number - 2), min(self.pages, self.number + 2) + 1)
+        shown: list[int | None] = []
+        for number in sorted({1, self.pages, *near}):
+            if shown and number - (shown[-1] or 0) > 1:
+                shown.append(None)
+            shown.append(number)
+        return shown
+
+
+def page_number(raw: str | None, *, pages: int, default: int = 1) -> int:
+    """A page number from a query parameter, clipped to 1..pages (junk: ``default``)."""
+    try:
+        number = int(raw) if raw else default
+    except ValueError:
+        number = default
+    return min(max(1, number), pages)
+
+
+def room_messages_page(*, project: Project, room: Room, page: str | None) -> Page:
+    """A page of the room's messages, oldest first on the page; the newest page is the
+    last and the default, and it is always full (page 1 holds the remainder): pages
+    are cut from the newest end, read newest first with the room index and reversed."""
+    queryset = (
+        Memory.objects.for_project(project)
+        .filter(room=room, kind=Memory.Kind.MESSAGE)
+        .annotate(user_external_id=F("end_user__external_id"))
+    )
+    count = queryset.count()
+    pages = max(1, math.ceil(count / PAGE_SIZE))
+    number = page_number(page, pages=pages, default=pages)
+    offset = (pages - number) * PAGE_SIZE
+    rows = list(queryset.order_by("-created_at", "-id")[offset : offset + PAGE_SIZE])
+    rows.reverse()
+    return Page(items=rows, number=number, count=count)
+
+
+@dataclass
+class MemoryFilters:
+    """The memory list's filters; '' and None mean any."""
+
+    kind: str = ""
+    status: str = ""
+    start: datetime | None = None  # created_at >= start
+    end: datetime | None = None  # created_at < end
+
+    def apply(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        if self.kind:
+            queryset = queryset.filter(kind=self.kind)
+        if self.status:
+            queryset = queryset.filter(status=self.status)
+        if self.start is not None:
+            queryset = queryset.filter(created_at__gte=self.start)
+        if self.end is not None:
+            queryset = queryset.filter(created_at__lt=self.end)
+        return queryset
+
+
+def user_memories_page(
+    *,
+    project: Project,
+    end_user: EndUser,
+    filters: MemoryFilters,
+    page: str | None,
+    summary: UserSummary | None = None,
+) -> Page:
+    """A page of the user's memories, newest first. Without a date filter the count
+    comes from ``summary`` (no COUNT query); with one, one COUNT."""
+    queryset = filters.apply(
+        Memory.objects.for_project(project).filter(end_user=end_user).with_external_ids()
+    )
+    if summary is not None and filters.start is None and filters.end is None:
+        count = summary.count(kind=filters.kind, status=filters.status)
+    else:
+        count = queryset.count()
+    pages = max(1, math.ceil(count / PAGE_SIZE))
+    number = page_number(page, pages=pages)
+    offset = (number - 1) * PAGE_SIZE
+    rows = list(queryset.order_by("-created_at", "-id")[offset : offset + PAGE_SIZE])
+    return Page(items=rows, number=number, count=count)
+
+
+def memory_for_console(*, project: Project, end_user: EndUser, memory_id: Any) -> Memory | None:
+    """One of the user's memories as the console shows it (with its room's external id),
+    or None if the user has no such memory."""
+    return (
+        Memory.objects.for_project(project)
+        .filter(end_user=end_user, pk=memory_id)
+        .with_external_ids()
+        .first()
+    )
+
+
+# --- highlighting --------------------------------------------------------------------
+
+# words too common to be worth a mark (a natural-language query is full of them)
+_STOPWORDS_TEXT = (
+    "a an and are as at be but by did do does for from had has have he her his how i if in "
+    "is it its me my of on or our she so than that the their them they this to was we were "
+    "what when where which who why will with you your"
+)
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def query_terms(query: str) -> list[str]:
+    """The words of a query worth marking in a text, roughly stemmed (keyword search
+    stems English words, so 'cats' also finds 'cat')."""
+    terms = set()
+    for word in re.findall(r"\w+", query.lower()):
+        if len(word) < 2 or word in STOPWORDS:
+            continue
+        for suffix in _SUFFIXES:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        terms.add(word)
+    return sorted(terms, key=lambda term: (-len(term), term))  # longest first: "cats" before "cat"
+
+
+def text_highlight(text: str, query: str) -> SafeString:
+    """``text`` as HTML: every part escaped, then the words starting with a query term
+    wrapped in <mark>. The text is split on the raw string and each piece escaped, so a
+    mark can never land inside an escaped entity or a tag."""
+    terms = query_terms(query)
+    if not terms:
+        return escape(text)
+    pattern = re.compile(
+        r"(\b(?:" + "|".join(re.escape(term) for term in terms) + r")\w*)", re.IGNORECASE
+    )
+    pieces = pattern.split(text)
+    # re.split with one group: the matches are at the odd positions
+    html = "".join(
+        f"<mark>{escape(piece)}</mark>" if index % 2 else escape(piece)
+        for index, piece in enumerate(pieces)
+        if piece
+    )
+    return mark_safe(html)  # noqa: S308 - every piece of the text went through escape()
+
+
+# --- history -------------------------------------------------------------------------
+
+
+@dataclass
+class FieldChange:
+    name: str
+    before: Any
+    after: Any
+
+    @property
+    def before_text(self) -> str:
+        return _value_text(self.before)
+
+    @property
+    def after_text(self) -> str:
+        return _value_text(self.after)
+
+
+def _value_text(value: Any) -> str:
+    """A snapshot value as the history shows it: text as is, the rest as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass
+class RevisionView:
+    """A revision as the history shows it: what changed, and whether its version (the
+    state after it) can be restored."""
+
+    revision: MemoryRevision
+    changes: list[FieldChange] = field(default_factory=list)
+    restorable: bool = False
+
+
+def memory_history_get(*, project: Project, memory_id: Any) -> list[RevisionView]:
+    """The memory's revisions, newest first, each with its changed fields; every version
+    but the current one is restorable while the memory exists (one query)."""
+    revisions = list(
+        MemoryRevision.objects.filter(project=project, memory_id=memory_id).order_by(
+            "-created_at", "-pk"
+        )[:HISTORY_LIMIT]
+    )
+    views = []
+    for index, revision in enumerate(revisions):
+        views.append(
+            RevisionView(
+                revision=revision,
+                changes=revision_changes(revision.before, revision.after),
+                restorable=index > 0
+                and revision.after is not None
+                and revisions[0].after is not None
+                and any(
+                    revision.after.get(n) != revisions[0].after.get(n) for n in RESTORED_FIELDS
+                ),
+            )
+        )
+    return views
+
+
+def revision_changes(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> list[FieldChange]:
+    """The fields whose value differs between two snapshots (all of one side's fields
+    for a create or a delete)."""
+    before, after = before or {}, after or {}
+    names = [name for name in Memory.SNAPSHOT_FIELDS if name in before or name in after]
+    return [
+        FieldChange(name, before.get(name), after.get(name))
+        for name in names
+        if before.get(name) != after.get(name)
+    ]
