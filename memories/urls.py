@@ -1,8 +1,43 @@
 from django.urls import path
 
 from memories import views
+from memories.views import auth, memory_edit, projects, user_page, users
+
+# the console: /dashboard/ lists projects; a project's pages live under /dashboard/p/<id>/
+project = "dashboard/p/<int:project_id>/"
+# the user page (views/user_page.py) and its changes (views/memory_edit.py)
+user = f"{project}users/<int:user_id>/"
+memory = f"{user}memories/<uuid:memory_id>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("dashboard/", views.dashboard, name="dashboard"),
+    path("login/", auth.login, name="login"),
+    path("logout/", auth.logout, name="logout"),
+    path("dashboard/", projects.dashboard, name="dashboard"),
+    path(project, projects.overview, name="console-overview"),
+    path(f"{project}keys/", projects.api_keys, name="console-keys"),
+    path(f"{project}keys/new/", projects.api_key_new, name="console-key-new"),
+    path(
+        f"{project}keys/<int:key_id>/revoke/",
+        projects.api_key_revoke_confirm,
+        name="console-key-revoke",
+    ),
+    path(f"{project}settings/", projects.project_settings, name="console-settings"),
+    path(
+        f"{project}settings/<str:section>/",
+        projects.project_settings_section,
+        name="console-settings-section",
+    ),
+    path(f"{project}users/", users.users, name="console-users"),
+    path(user, user_page.user_page, name="console-user"),
+    path(f"{user}search/", user_page.user_search, name="console-user-search"),
+    path(f"{user}rooms/<int:room_id>/", user_page.user_room, name="console-user-room"),
+    path(f"{user}forget/", memory_edit.user_forget, name="console-user-forget"),
+    path(memory, memory_edit.memory_row, name="console-memory-row"),
+    path(f"{memory}embedding/", memory_edit.memory_embedding, name="console-memory-embedding"),
+    path(f"{memory}edit/", memory_edit.memory_edit, name="console-memory-edit"),
+    path(f"{memory}pin/", memory_edit.memory_pin, name="console-memory-pin"),
+    path(f"{memory}forget/", memory_edit.memory_forget, name="console-memory-forget"),
+    path(f"{memory}history/", memory_edit.memory_history, name="console-memory-history"),
+    path(f"{memory}restore/", memory_edit.memory_restore_view, name="console-memory-restore"),
 ]
