@@ -3,8 +3,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memories.api import health
+from memories.forms import AdminLoginForm
+from memories.views import auth as console_auth
+
+# the admin's login counts failures and refuses when throttled, as the console's does
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
+    path("admin/login/", console_auth.admin_login),  # before admin/: answers 429 when throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include("memories.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
