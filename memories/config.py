@@ -329,6 +329,43 @@ class ContextSettings:
             )
 
 
+# the chunkers of ingestion/chunkers.py (memories imports nothing from ingestion)
+CHUNKERS = ("token_window", "recursive")
+
+
+@dataclass(frozen=True)
+class IngestionSettings:
+    """Documents uploaded to the project: how their text is cut into knowledge chunks
+    when an upload names no chunker or leaves some of its settings out."""
+
+    chunker: str = setting(
+        "token_window",
+        "Chunker of an upload that names none: token_window (windows of tiktoken tokens) "
+        "or recursive (paragraphs, lines, sentences, words up to a size in characters).",
+        choices=CHUNKERS,
+    )
+    window_size: int = setting(
+        512, "token_window: tokens (cl100k_base) per chunk.", minimum=16, maximum=8192
+    )
+    window_overlap: int = setting(
+        50, "token_window: tokens each chunk shares with the one before.", minimum=0,
+        maximum=8191,
+    )  # fmt: skip
+    chunk_size: int = setting(
+        1000, "recursive: characters per chunk at most.", minimum=100, maximum=20_000
+    )
+    chunk_overlap: int = setting(
+        200, "recursive: characters each chunk shares with the one before.", minimum=0,
+        maximum=19_999,
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        if self.window_overlap >= self.window_size:
+            raise SettingsError({"ingestion.window_overlap": ["Must be less than window_size."]})
+        if self.chunk_overlap >= self.chunk_size:
+            raise SettingsError({"ingestion.chunk_overlap": ["Must be less than chunk_size."]})
+
+
 @dataclass(frozen=True)
 class ProjectSettings:
     """Every section of a project's configuration."""
@@ -341,6 +378,7 @@ class ProjectSettings:
     pruning: PruningSettings = field(default_factory=PruningSettings)
     synopsis: SynopsisSettings = field(default_factory=SynopsisSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    ingestion: IngestionSettings = field(default_factory=IngestionSettings)
 
 
 # the sections a room can override (PATCH /api/v1/rooms/{room}/ {"settings": ...})

@@ -159,9 +159,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # a worker consumes every queue listed here, in turn: derived memory (summaries, facts)
-# has its own, so a backlog of it never stands in front of the embedding tasks
-CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"))
+# has its own, so a backlog of it never stands in front of the embedding tasks; so do
+# documents (each of their tasks is a bounded slice of one document's pipeline)
+CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"), Queue("ingestion"))
 CELERY_TASK_ROUTES = {
+    "ingestion.tasks.document_ingest_task": {"queue": "ingestion"},
+    "ingestion.tasks.documents_sweep_task": {"queue": "ingestion"},
     "synopsis.tasks.room_summarize_task": {"queue": "derived"},
     "synopsis.tasks.facts_extract_task": {"queue": "derived"},
     "synopsis.tasks.facts_extract_sweep_task": {"queue": "derived"},
@@ -197,6 +200,10 @@ CELERY_BEAT_SCHEDULE = {
     "prune": {  # each project's pruning policies, then the purge; one maintenance run each
         "task": "memories.tasks.prune_task",
         "schedule": env_float("PRUNE_INTERVAL", 86400.0),
+    },
+    "documents-sweep": {  # documents whose pipeline stalled (a lost message, a dead worker)
+        "task": "ingestion.tasks.documents_sweep_task",
+        "schedule": env_float("INGESTION_SWEEP_INTERVAL", 120.0),
     },
     "maintenance-runs-purge": {
         "task": "memories.tasks.maintenance_runs_purge_task",
@@ -263,7 +270,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # the search modes appear in the search request and in the project settings
-    "ENUM_NAME_OVERRIDES": {"SearchModeEnum": "memories.config.SEARCH_MODES"},
+    "ENUM_NAME_OVERRIDES": {
+        "SearchModeEnum": "memories.config.SEARCH_MODES",
+        # memories' and documents' statuses, both fields named "status"
+        "StatusEnum": "memories.models.Memory.Status",
+        "DocumentStatusEnum": "ingestion.models.Document.Status",
+    },
 }
 
 # --- MemoryHub -------------------------------------------------------------------------
@@ -303,6 +315,21 @@ EMBEDDING: dict[str, Any] = {
     # and a worker that stops does not wait for a whole backlog)
     "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),
     "WORKER_NICE": env_int("EMBEDDING_WORKER_NICE", 5),
+}
+# Documents (the ingestion app). The chunker and its sizes are per project (config.py).
+INGESTION: dict[str, Any] = {
+    # an upload larger than this is refused (413) before its body is read
+    "MAX_UPLOAD_MB": env_float("INGESTION_MAX_UPLOAD_MB", 20.0),
+    # parsing runs in a child process limited to this long and this much memory
+    "PARSE_TIMEOUT_SECONDS": env_float("INGESTION_PARSE_TIMEOUT_SECONDS", 120.0),
+    "PARSE_MEMORY_MB": env_int("INGESTION_PARSE_MEMORY_MB", 1024),
+    # chunks embedded per claim, and how long one task embeds before it queues the rest
+    # (other queues' tasks, e.g. message embedding, run in between)
+    "EMBED_BATCH_SIZE": env_int("INGESTION_EMBED_BATCH_SIZE", 32),
+    "SLICE_SECONDS": env_float("INGESTION_SLICE_SECONDS", 20.0),
+    # an unfinished document untouched this long is queued again by the beat sweep
+    "STALLED_AFTER_SECONDS": env_int("INGESTION_STALLED_AFTER_SECONDS", 600),
+    "MAX_ATTEMPTS": env_int("INGESTION_MAX_ATTEMPTS", 3),  # runs of one version
 }
 # An optional OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server)
 # for summaries; with no BASE_URL every feature uses its offline method (synopsis/llm.py)

@@ -13,6 +13,7 @@ urlpatterns = [
     path("admin/login/", console_auth.admin_login),  # before admin/: answers 429 when throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include("memories.api.urls")),
+    path("api/v1/", include("ingestion.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("health/", health.health, name="health"),

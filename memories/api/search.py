@@ -56,6 +56,7 @@ def _filters(project: Project, params: dict[str, Any]) -> SearchFilters | None:
         metadata=params.get("metadata"),
         start=params.get("start"),
         end=params.get("end"),
+        document_id=params.get("document"),
     )
     if "user" in params:
         users = EndUser.objects.for_project(project).by_external_id(params["user"])

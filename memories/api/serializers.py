@@ -299,6 +299,9 @@ class SearchInputSerializer(serializers.Serializer):
     )
     start = serializers.DateTimeField(required=False)
     end = serializers.DateTimeField(required=False)
+    document = serializers.UUIDField(
+        required=False, help_text="Only the knowledge chunks of this document (its id)."
+    )
     k = serializers.IntegerField(default=10, min_value=1)
     threshold = serializers.FloatField(required=False, min_value=0.0, max_value=1.0)
     explain = serializers.BooleanField(default=False)

@@ -22,7 +22,7 @@ import redis
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from memories.embeddings import (
@@ -95,7 +95,11 @@ def embedding_enqueue() -> None:
 
 
 def embedding_process_batch(
-    *, space: EmbeddingSpace, provider: EmbeddingProvider, size: int
+    *,
+    space: EmbeddingSpace,
+    provider: EmbeddingProvider,
+    size: int,
+    memory_ids: list[Any] | None = None,
 ) -> int:
     """Claim up to ``size`` pending memories, embed them and mark them done; returns the count.
 
@@ -103,10 +107,14 @@ def embedding_process_batch(
     mid-batch leaves the rows pending for the next one and a re-run does no harm. A
     batch takes at most WINDOWS_PER_MEMORY x ``size`` windows (at least one memory):
     long texts make smaller batches; the rest stay pending for the next.
+
+    With ``memory_ids`` only those memories are claimed (a document's staged chunks,
+    which the ingestion pipeline embeds); without, every pending memory but the staged
+    ones, so that a long document never stands in front of the messages.
     """
     with transaction.atomic():
         claimed = list(
-            Memory.objects.pending_embedding()
+            _claimable(memory_ids)
             .order_by("created_at")
             .select_for_update(skip_locked=True)
             .only("id", "content", "content_hash")[:size]
@@ -121,6 +129,13 @@ def embedding_process_batch(
             embedding_status=Memory.EmbeddingStatus.DONE, embedded_at=now
         )
         return len(claimed)
+
+
+def _claimable(memory_ids: list[Any] | None) -> QuerySet[Memory]:
+    pending = Memory.objects.pending_embedding()
+    if memory_ids is not None:
+        return pending.filter(pk__in=memory_ids)
+    return pending.exclude(status=Memory.Status.STAGED)
 
 
 # windows a batch embeds, per memory claimed: room for long texts, a bound on the
@@ -224,8 +239,9 @@ def embedding_run(  # type: ignore[no-untyped-def]
 
 
 def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
-    """How many memories wait for a vector (optionally only those waiting that long)."""
-    queryset = Memory.objects.pending_embedding()
+    """How many memories wait for a vector (optionally only those waiting that long);
+    staged memories wait for whoever staged them, not for the embedding workers."""
+    queryset = Memory.objects.pending_embedding().exclude(status=Memory.Status.STAGED)
     if older_than_seconds:
         queryset = queryset.filter(
             created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ class SearchFilters:
     start: datetime | None = None
     end: datetime | None = None
     statuses: list[str] = field(default_factory=lambda: [Memory.Status.ACTIVE])
+    document_id: uuid.UUID | None = None  # the knowledge chunks of one document
 
     def sql(self, project: Project, alias: str = "m") -> tuple[str, dict[str, Any]]:
         """A WHERE clause over memories_memory AS ``alias`` and its named parameters.
@@ -51,4 +53,7 @@ class SearchFilters:
         if self.end is not None:
             clauses.append(f"{alias}.created_at < %(filter_end)s")
             params["filter_end"] = self.end
+        if self.document_id is not None:
+            clauses.append(f"{alias}.document_id = %(filter_document)s")
+            params["filter_document"] = self.document_id
         return " AND ".join(clauses), params

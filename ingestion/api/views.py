@@ -1,0 +1,243 @@
+"""Documents: upload (multipart file or JSON text), list, get, delete, re-ingest, and
+a document's chunks. Every object is fetched through the key's project (another
+project's document is a 404); read-only keys may only read."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ingestion.api import serializers as s
+from ingestion.api.uploads import UploadTooLarge, too_large_response, upload_size_guard
+from ingestion.models import Document
+from ingestion.services.chunks import chunks_of
+from ingestion.services.documents import (
+    DocumentConflict,
+    DocumentRejected,
+    DocumentTooLarge,
+    DocumentUpload,
+    document_create,
+    document_delete,
+    document_reingest,
+)
+from memories.api.scoping import actor_of, parse_uuid, project_of
+from memories.models import EndUser
+
+TOO_LARGE = OpenApiResponse(description="Larger than INGESTION_MAX_UPLOAD_MB (body not read).")
+
+
+def document_get(request: Request, document_id: str) -> Document:
+    document = (
+        Document.objects.for_project(project_of(request))
+        .select_related("end_user", "project")
+        .filter(pk=parse_uuid(document_id))
+        .first()
+    )
+    if document is None:
+        raise Http404("No such document.")
+    return document
+
+
+def _query(request: Request, serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _cursor_encode(values: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
+
+
+def _cursor_decode(cursor: str) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(values, list):
+            raise ValueError
+        return values
+    except ValueError:
+        raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+
+
+def _rejected(error: DocumentRejected) -> Exception:
+    if isinstance(error, DocumentTooLarge):
+        return UploadTooLarge()
+    return serializers.ValidationError({error.field: [str(error)]})
+
+
+def _upload_of(request: Request) -> DocumentUpload:
+    """The upload the request carries, as a multipart file or a JSON text."""
+    data: serializers.Serializer
+    if request.content_type.startswith("multipart/"):
+        data = s.DocumentFileInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = dict(data.validated_data)
+        file = params.pop("file")
+        content = file.read()
+        source = params.pop("source", None) or file.name or "upload"
+    else:
+        data = s.DocumentTextInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = dict(data.validated_data)
+        content = params.pop("text").encode()
+        source = params.pop("source")
+    return DocumentUpload(data=content, source=source, **params)
+
+
+@extend_schema(tags=["documents"])
+class DocumentListView(APIView):
+    parser_classes = [JSONParser, MultiPartParser]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, UploadTooLarge):  # also raised while the body is parsed
+            return too_large_response()
+        return super().handle_exception(exc)
+
+    @extend_schema(
+        parameters=[s.DocumentListQuerySerializer],
+        responses=s.DocumentPageOutputSerializer,
+        operation_id="v1_documents_list",
+    )
+    def get(self, request: Request) -> Response:
+        """The project's documents, newest first, with their status and progress."""
+        params = _query(request, s.DocumentListQuerySerializer)
+        project = project_of(request)
+        documents = Document.objects.for_project(project)
+        if "status" in params:
+            documents = documents.filter(status=params["status"])
+        if "user" in params:
+            users = EndUser.objects.for_project(project).by_external_id(params["user"])
+            documents = documents.filter(end_user__in=users)
+        if "scope" in params:
+            documents = documents.filter(end_user__isnull=params["scope"] == "project")
+        count = documents.count()
+        if "cursor" in params:
+            created_at, document_id = _cursor_decode(params["cursor"])[:2]
+            try:
+                after = datetime.fromisoformat(created_at)
+            except (TypeError, ValueError):
+                raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+            documents = documents.filter(
+                Q(created_at__lt=after)
+                | Q(created_at=after, pk__lt=parse_uuid(document_id, "cursor"))
+            )
+        limit = params["limit"]
+        page = list(
+            documents.select_related("end_user").order_by("-created_at", "-pk")[: limit + 1]
+        )
+        next_cursor = None
+        if len(page) > limit:
+            last = page[limit - 1]
+            next_cursor = _cursor_encode([last.created_at.isoformat(), str(last.pk)])
+        return Response(
+            {
+                "count": count,
+                "next_cursor": next_cursor,
+                "results": s.DocumentOutputSerializer(page[:limit], many=True).data,
+            }
+        )
+
+    @extend_schema(
+        request={
+            "multipart/form-data": s.DocumentFileInputSerializer,
+            "application/json": s.DocumentTextInputSerializer,
+        },
+        responses={
+            202: s.DocumentUploadOutputSerializer,
+            200: s.DocumentUploadOutputSerializer,
+            413: TOO_LARGE,
+        },
+        operation_id="v1_documents_create",
+    )
+    def post(self, request: Request) -> Response:
+        """Upload a document: 202 and its ingestion queued (parse, chunk, embed in a
+        worker; follow `status` and `progress`), or 200 with `duplicate` when the same
+        bytes are already there. The type comes from the content."""
+        upload_size_guard(request)  # before anything reads the body
+        upload = _upload_of(request)
+        try:
+            result = document_create(project=project_of(request), upload=upload)
+        except DocumentRejected as error:
+            raise _rejected(error) from None
+        return Response(
+            s.document_upload_data(result.document, result.duplicate),
+            status=status.HTTP_200_OK if result.duplicate else status.HTTP_202_ACCEPTED,
+        )
+
+
+@extend_schema(tags=["documents"])
+class DocumentDetailView(APIView):
+    @extend_schema(responses=s.DocumentOutputSerializer, operation_id="v1_documents_retrieve")
+    def get(self, request: Request, document_id: str) -> Response:
+        """A document: status, progress, error, timings."""
+        return Response(s.DocumentOutputSerializer(document_get(request, document_id)).data)
+
+    @extend_schema(responses={204: None}, operation_id="v1_documents_destroy")
+    def delete(self, request: Request, document_id: str) -> Response:
+        """Delete the document, its chunks and their vectors (each chunk's deletion is
+        recorded in its revisions)."""
+        document_delete(document=document_get(request, document_id), actor=actor_of(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["documents"])
+class DocumentReingestView(APIView):
+    @extend_schema(
+        request=s.DocumentReingestInputSerializer,
+        responses={202: s.DocumentOutputSerializer},
+        operation_id="v1_documents_reingest",
+    )
+    def post(self, request: Request, document_id: str) -> Response:
+        """Ingest the stored bytes again (optionally with another chunker or settings) as
+        a new version; the current chunks are served until it is done."""
+        document = document_get(request, document_id)
+        data = s.DocumentReingestInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            document = document_reingest(document=document, **data.validated_data)
+        except DocumentRejected as error:
+            raise _rejected(error) from None
+        except DocumentConflict as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        return Response(s.DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(tags=["documents"])
+class DocumentChunkListView(APIView):
+    @extend_schema(
+        parameters=[s.ChunkListQuerySerializer],
+        responses=s.ChunkPageOutputSerializer,
+        operation_id="v1_documents_chunks_list",
+    )
+    def get(self, request: Request, document_id: str) -> Response:
+        """The document's chunks in order, each with its citation (page, heading)."""
+        document = document_get(request, document_id)
+        params = _query(request, s.ChunkListQuerySerializer)
+        chunks = chunks_of(document).filter(status=params["status"])
+        count = chunks.count()
+        if "cursor" in params:
+            values = _cursor_decode(params["cursor"])
+            after = values[0] if values else None
+            if not isinstance(after, int):
+                raise serializers.ValidationError({"cursor": ["Invalid cursor."]})
+            chunks = chunks.filter(chunk_index__gt=after)
+        limit = params["limit"]
+        page = list(chunks.order_by("chunk_index")[: limit + 1])
+        next_cursor = _cursor_encode([page[limit - 1].chunk_index]) if len(page) > limit else None
+        return Response(
+            {
+                "count": count,
+                "next_cursor": next_cursor,
+                "results": s.ChunkOutputSerializer(page[:limit], many=True).data,
+            }
+        )
