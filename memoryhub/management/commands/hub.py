@@ -3,19 +3,21 @@
 Starts (or attaches to) the embedded PostgreSQL and Redis unless DATABASE_URL /
 REDIS_URL point elsewhere, applies migrations, makes sure a demo project with an
 API key and an operator login exist, then runs the web server (gunicorn), a
-Celery worker and Celery beat until Ctrl-C, which stops them all cleanly.
+Celery worker and Celery beat until Ctrl-C or SIGTERM, which stops them all cleanly.
+Meanwhile it supervises all five (memoryhub/supervisor.py): what dies is started
+again with backoff; the children's output goes to the terminal and to
+<data folder>/logs/<name>.log.
 """
 
 from __future__ import annotations
 
-import ctypes
 import io
 import json
 import os
 import signal
 import socket
-import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -30,6 +32,15 @@ from django.db import connections
 
 from memories.services.projects import api_key_authenticate, api_key_create, project_get_or_create
 from memoryhub import embedded
+from memoryhub.hub_services import (
+    OUTPUT_LOCK,
+    ChildProcess,
+    EmbeddedPostgresService,
+    EmbeddedRedisService,
+    database_check,
+    redis_check,
+)
+from memoryhub.supervisor import STATE_FILE, Probe, Supervisor, SupervisorGaveUp
 
 DEMO_PROJECT = "demo"
 DEMO_OPERATOR = "operator"
@@ -51,28 +62,64 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         redis = embedded.services_start(redis=True)
+        folder = Path(settings.DATA_DIR)
         env = dict(os.environ)
         if settings.EMBEDDED_DATABASE:
-            env["DATABASE_URL"] = embedded.postgres_start(settings.DATA_DIR).url
+            env["DATABASE_URL"] = embedded.postgres_start(folder).url
         if redis is not None:
             env["REDIS_URL"] = redis.url
         self.check_port_free(options["host"], options["port"])
-        children: dict[str, subprocess.Popen[bytes]] = {}
+        supervisor = Supervisor(
+            probes=[
+                Probe("database", database_check(env["DATABASE_URL"])),
+                Probe("redis", redis_check(settings.REDIS_URL)),
+            ],
+            state_path=folder / STATE_FILE,
+            say=self.say,
+        )
         try:
             self.report_checks()
             call_command("migrate", interactive=False, verbosity=0)
             credentials = None if options["no_demo"] else self.demo_credentials()
             connections.close_all()
-            children = self.start_children(env, options)
-            base = f"http://{options['host']}:{options['port']}"
-            self.wait_for_web(base, children)
-            self.print_banner(base, credentials, redis is not None)
-            self.supervise(children)
-        finally:
-            self.stop_children(children)
+            stop = self.stop_on_signals()
+            if settings.EMBEDDED_DATABASE:
+                supervisor.watch(EmbeddedPostgresService(folder), start=False)
             if redis is not None:
+                supervisor.watch(EmbeddedRedisService(folder, redis), start=False)
+            children = self.children(env, options, folder)
+            for child in children:
+                supervisor.watch(child)
+            base = f"http://{options['host']}:{options['port']}"
+            self.wait_for_web(base, children[0], stop)
+            self.print_banner(base, credentials, redis is not None)
+            supervisor.run(stop)
+            self.stdout.write("\nStopping MemoryHub…")
+        except SupervisorGaveUp as exc:
+            raise CommandError(str(exc)) from None
+        finally:
+            supervisor.stop_all()
+            if redis is not None and "redis" not in supervisor.watches:
                 redis.stop()
             self.stdout.write("MemoryHub stopped.")
+
+    def say(self, message: str) -> None:
+        """A line of the hub's own in its output, between its children's lines."""
+        with OUTPUT_LOCK:
+            self.stdout.write(f"hub   | {time.strftime('%H:%M:%S')} {message}")
+            self.stdout.flush()
+
+    def stop_on_signals(self) -> threading.Event:
+        """Ctrl-C and SIGTERM set the event the supervisor stops on (children started
+        from here on are in sessions of their own: the signals reach only the hub)."""
+        stop = threading.Event()
+
+        def request_stop(signum: int, frame: Any) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        return stop
 
     def report_checks(self) -> None:
         """The system checks' warnings (e.g. a setting that is no longer read)."""
@@ -112,9 +159,11 @@ class Command(BaseCommand):
         path.chmod(0o600)
         return saved
 
-    def start_children(
-        self, env: dict[str, str], options: dict[str, Any]
-    ) -> dict[str, subprocess.Popen[bytes]]:
+    def children(
+        self, env: dict[str, str], options: dict[str, Any], folder: Path
+    ) -> list[ChildProcess]:
+        """The web server, the worker and beat; the worker and beat need the database
+        and Redis to start (beat exits when the database goes away)."""
         python = sys.executable
         bind = f"{options['host']}:{options['port']}"
         commands = {
@@ -135,25 +184,33 @@ class Command(BaseCommand):
             ],
             "beat": [python, "-m", "celery", "-A", "memoryhub", "beat", "--loglevel", "INFO"],
         }  # fmt: skip
-        cwd = Path(settings.BASE_DIR)
-        return {
-            name: subprocess.Popen(command, env=env, cwd=cwd, preexec_fn=_die_with_parent)
+        return [
+            ChildProcess(
+                name,
+                command,
+                env=env,
+                cwd=Path(settings.BASE_DIR),
+                log_path=folder / "logs" / f"{name}.log",
+                needs=() if name == "web" else ("database", "redis"),
+                echo=sys.stdout.buffer,
+            )
             for name, command in commands.items()
-        }
+        ]
 
-    def wait_for_web(self, base: str, children: dict[str, subprocess.Popen[bytes]]) -> None:
+    def wait_for_web(self, base: str, web: ChildProcess, stop: threading.Event) -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if children["web"].poll() is not None:
+        while time.monotonic() < deadline and not stop.is_set():
+            if web.ended() is not None:
                 raise CommandError(
-                    "the web server exited; see its output above (is the port taken?)"
+                    f"the web server {web.ended()}; see {web.log_path} (is the port taken?)"
                 )
             try:
                 with urllib.request.urlopen(f"{base}/health/", timeout=1):
                     return
             except OSError:
                 time.sleep(0.2)
-        raise CommandError(f"the web server did not answer on {base} within 60 s")
+        if not stop.is_set():
+            raise CommandError(f"the web server did not answer on {base} within 60 s")
 
     def print_banner(
         self, base: str, credentials: dict[str, str] | None, embedded_redis: bool
@@ -180,40 +237,6 @@ class Command(BaseCommand):
                 f"      {base}/api/v1/memories/",
             ]
         lines += ["", "Press Ctrl-C to stop.", ""]
-        self.stdout.write("\n".join(lines))
-        self.stdout.flush()
-
-    def supervise(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
-        stop = {"requested": False}
-
-        def request_stop(signum: int, frame: Any) -> None:
-            stop["requested"] = True
-
-        signal.signal(signal.SIGINT, request_stop)
-        signal.signal(signal.SIGTERM, request_stop)
-        while not stop["requested"]:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    raise CommandError(f"the {name} process exited with code {child.returncode}")
-            time.sleep(0.5)
-        self.stdout.write("\nStopping MemoryHub…")
-
-    def stop_children(self, children: dict[str, subprocess.Popen[bytes]]) -> None:
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for name, child in children.items():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"{name} did not stop in time; killing it")
-                child.kill()
-                child.wait()
-
-
-def _die_with_parent() -> None:
-    """In a child, before exec: get SIGTERM if the hub dies, so no process is orphaned."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        with OUTPUT_LOCK:
+            self.stdout.write("\n".join(lines))
+            self.stdout.flush()
