@@ -7,17 +7,26 @@ import json
 from memories.models import SettingsRevision
 
 
+def inline_management(*prefixes: str) -> dict[str, str]:
+    """The management forms of empty inline formsets, which every admin POST carries."""
+    data = {}
+    for prefix in prefixes:
+        data |= {
+            f"{prefix}-TOTAL_FORMS": "0",
+            f"{prefix}-INITIAL_FORMS": "0",
+            f"{prefix}-MIN_NUM_FORMS": "0",
+            f"{prefix}-MAX_NUM_FORMS": "1000",
+        }
+    return data
+
+
 def _post(admin_client, project, settings):  # type: ignore[no-untyped-def]
-    prefix = "settings_revisions"
     return admin_client.post(
         f"/admin/memories/project/{project.pk}/change/",
         {
             "name": project.name,
             "settings": json.dumps(settings),
-            f"{prefix}-TOTAL_FORMS": "0",
-            f"{prefix}-INITIAL_FORMS": "0",
-            f"{prefix}-MIN_NUM_FORMS": "0",
-            f"{prefix}-MAX_NUM_FORMS": "1000",
+            **inline_management("memberships", "settings_revisions"),
         },
     )
 

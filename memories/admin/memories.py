@@ -1,0 +1,310 @@
+"""The curators' memory list: filters and search that stay fast on 100,000s of rows,
+a memory's history on its page, and bulk actions through the same services as the API
+(each change recorded as a revision with the operator's name)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.postgres.search import SearchQuery
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, StreamingHttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from memories.admin.base import InputFilter, LargeTableAdmin, actor_of, as_uuid
+from memories.api.serializers import MemoryOutputSerializer
+from memories.models import (
+    SEARCH_CONFIG,
+    Embedding,
+    EndUser,
+    Memory,
+    MemoryQuerySet,
+    MemoryRevision,
+    Room,
+)
+from memories.services.embedding import embedding_enqueue
+from memories.services.memories import (
+    UPDATABLE_FIELDS,
+    memories_status_change,
+    memory_delete,
+    memory_update,
+)
+
+BATCH = 500  # memories an action locks and commits at a time
+HISTORY_SHOWN = 50  # revisions on a memory's page (all of them: the revision list)
+EXPORT_CHUNK = 1000  # rows read at a time by an export
+
+
+class UserFilter(InputFilter):
+    title = "user (external id)"
+    parameter_name = "user"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        value = self.value()
+        return queryset.filter(end_user__external_id=value) if value else queryset
+
+
+class RoomFilter(InputFilter):
+    title = "room (external id)"
+    parameter_name = "room"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+        value = self.value()
+        return queryset.filter(room__external_id=value) if value else queryset
+
+
+class EmbeddingInline(admin.TabularInline):
+    """The memory's vectors (one per window of its text), without the numbers."""
+
+    model = Embedding
+    readonly_fields = ("space", "window", "created_at")
+    fields = readonly_fields
+    ordering = ["space", "window"]
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "embeddings (one per window of the text)"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def in_locked_batches(queryset: QuerySet[Memory], apply: Callable[[list[Memory]], int]) -> int:
+    """Call ``apply`` on the selected memories BATCH at a time, each batch locked (in id
+    order, as other writers lock) and committed on its own: a whole-table selection
+    neither holds every lock at once nor starts over after a failure. Returns the sum
+    of what ``apply`` returned."""
+    ids = list(queryset.order_by().values_list("pk", flat=True))
+    done = 0
+    for start in range(0, len(ids), BATCH):
+        with transaction.atomic():
+            batch = Memory.objects.select_for_update().filter(pk__in=ids[start : start + BATCH])
+            done += apply(list(batch.order_by("pk")))
+    return done
+
+
+@admin.register(Memory)
+class MemoryAdmin(LargeTableAdmin):
+    list_display = [
+        "short_content", "kind", "role", "end_user", "room", "project", "status",
+        "embedding_status", "pinned", "importance_score", "created_at",
+    ]  # fmt: skip
+    list_filter = [
+        "project", UserFilter, RoomFilter, "kind", "status", "embedding_status", "role",
+        "pinned", "created_at",
+    ]  # fmt: skip
+    list_select_related = ["end_user", "room", "project"]
+    # the search is get_search_results' (full text, ids); a non-empty list shows the box
+    search_fields = ["content"]
+    search_help_text = (
+        "Words of the text (full-text search, as the API's keyword search: "
+        "\"a phrase\", -word, or), a user's or room's exact external id, or a memory "
+        "or document id."
+    )
+    ordering = ["-created_at"]
+    fieldsets = [
+        (None, {"fields": ["content", "kind", "role", "status", "pinned", "importance",
+                           "confidence"]}),
+        ("Structured", {"fields": ["content_json", "metadata", "source_ids"]}),
+        ("Who and where", {"fields": ["project", "end_user", "room", "agent", "document_id",
+                                     "chunk_index"]}),
+        ("Embedding and use", {"fields": ["embedding_status", "embedded_at",
+                                          "importance_score", "access_count", "accessed_at",
+                                          "content_hash", "is_unique"]}),
+        ("Identity and times", {"fields": ["id", "created_at", "updated_at"]}),
+        ("History", {"fields": ["history"]}),
+    ]  # fmt: skip
+    # what memory_update may change is editable; the rest is shown
+    readonly_fields = [
+        "kind", "project", "end_user", "room", "agent", "document_id", "chunk_index",
+        "embedding_status", "embedded_at", "importance_score", "access_count", "accessed_at",
+        "content_hash", "is_unique", "id", "created_at", "updated_at", "history",
+    ]  # fmt: skip
+    inlines = [EmbeddingInline]
+    actions = ["re_embed", "archive", "pin", "unpin", "export_json"]
+
+    @admin.display(description="content")
+    def short_content(self, memory: Memory) -> str:
+        text = memory.content
+        return text if len(text) <= 80 else f"{text[:79]}…"
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Memory], search_term: str
+    ) -> tuple[QuerySet[Memory], bool]:
+        """Full text through the GIN-indexed search vector, or an exact external id, or
+        an id: each an index lookup (a substring search would read every row)."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if (found := as_uuid(term)) is not None:
+            return queryset.filter(Q(pk=found) | Q(document_id=found)), False
+        # the ids first: memory columns ORed together use each one's index (BitmapOr)
+        users = list(EndUser.objects.filter(external_id=term).values_list("pk", flat=True))
+        rooms = list(Room.objects.filter(external_id=term).values_list("pk", flat=True))
+        words = SearchQuery(term, config=SEARCH_CONFIG, search_type="websearch")
+        matches = Q(search_vector=words)
+        if users:
+            matches |= Q(end_user__in=users)
+        if rooms:
+            matches |= Q(room__in=rooms)
+        return queryset.filter(matches), False
+
+    @admin.display(description="revisions, newest first")
+    def history(self, memory: Memory) -> str:
+        revisions = list(
+            MemoryRevision.objects.filter(
+                project_id=memory.project_id, memory_id=memory.pk
+            ).order_by("-created_at", "-pk")[: HISTORY_SHOWN + 1]
+        )
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>",
+            (
+                (f"{timezone.localtime(r.created_at):%Y-%m-%d %H:%M:%S}", r.action, r.actor,
+                 r.actor_type, changes_html(r.before, r.after))
+                for r in revisions[:HISTORY_SHOWN]
+            ),
+        )  # fmt: skip
+        every = reverse("admin:memories_memoryrevision_changelist") + f"?q={memory.pk}"
+        more = "every revision" if len(revisions) > HISTORY_SHOWN else "in the revision list"
+        return format_html(
+            "<table><thead><tr><th>when</th><th>action</th><th>who</th>"
+            "<th>what changed (before → after)</th></tr></thead><tbody>{}</tbody></table>"
+            '<p><a href="{}">{}</a></p>',
+            rows,
+            every,
+            more,
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # memories are written through the API (embedding, dedup, signals)
+
+    def save_model(self, request: HttpRequest, obj: Memory, form: Any, change: bool) -> None:
+        """Through memory_update: recorded as a revision, new text re-embedded."""
+        changes = {name: form.cleaned_data[name] for name in form.changed_data}
+        memory_update(
+            memory=obj,
+            changes={name: value for name, value in changes.items() if name in UPDATABLE_FIELDS},
+            actor=actor_of(request),
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Memory) -> None:
+        memory_delete(memory=obj, actor=actor_of(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        actor = actor_of(request)
+
+        def delete(memories: list[Memory]) -> int:
+            for memory in memories:
+                memory_delete(memory=memory, actor=actor)
+            return len(memories)
+
+        in_locked_batches(queryset, delete)
+
+    @admin.action(description="Re-embed selected memories (vectors computed again)")
+    def re_embed(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        user_id = cast(int, request.user.pk)  # the admin serves logged-in staff only
+
+        def reembed(memories: list[Memory]) -> int:
+            ids = [memory.pk for memory in memories]
+            # its own vectors go first: the worker would copy them back as its cache
+            Embedding.objects.filter(memory_id__in=ids).delete()
+            Memory.objects.filter(pk__in=ids).update(
+                embedding_status=Memory.EmbeddingStatus.PENDING, embedded_at=None
+            )
+            # no revision (the memory is unchanged); the admin's log says who asked
+            LogEntry.objects.log_actions(
+                user_id=user_id, queryset=memories, action_flag=CHANGE,
+                change_message="Re-embedded",
+            )  # fmt: skip
+            transaction.on_commit(embedding_enqueue)
+            return len(memories)
+
+        count = in_locked_batches(queryset, reembed)
+        self.message_user(request, f"{count} memories queued for embedding.")
+
+    @admin.action(description="Archive selected memories (active ones; kept, out of the buffer)")
+    def archive(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        actor = actor_of(request)
+
+        def archive(memories: list[Memory]) -> int:
+            active = [m for m in memories if m.status == Memory.Status.ACTIVE]
+            if active:
+                memories_status_change(
+                    memories=active, status=Memory.Status.ARCHIVED, action="archive", actor=actor
+                )
+            return len(active)
+
+        count = in_locked_batches(queryset, archive)
+        self.message_user(request, f"{count} memories archived (only active ones are).")
+
+    def _pinned_set(self, request: HttpRequest, queryset: QuerySet[Memory], pinned: bool) -> int:
+        actor = actor_of(request)
+
+        def pin(memories: list[Memory]) -> int:
+            changed = [m for m in memories if m.pinned != pinned]
+            for memory in changed:
+                memory_update(memory=memory, changes={"pinned": pinned}, actor=actor)
+            return len(changed)
+
+        return in_locked_batches(queryset, pin)
+
+    @admin.action(description="Pin selected memories (never pruned, importance 1)")
+    def pin(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        self.message_user(request, f"{self._pinned_set(request, queryset, True)} pinned.")
+
+    @admin.action(description="Unpin selected memories")
+    def unpin(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
+        self.message_user(request, f"{self._pinned_set(request, queryset, False)} unpinned.")
+
+    @admin.action(description="Export selected memories as JSON")
+    def export_json(self, request: HttpRequest, queryset: MemoryQuerySet) -> StreamingHttpResponse:
+        """A download of the memories as the API shows them ({"results": [...]}, oldest
+        first), streamed: a selection of the whole table is never held in memory."""
+        memories = queryset.with_external_ids().order_by("created_at", "pk")
+        response = StreamingHttpResponse(export_chunks(memories), content_type="application/json")
+        stamp = f"{timezone.now():%Y%m%d-%H%M%S}"
+        response["Content-Disposition"] = f'attachment; filename="memories-{stamp}.json"'
+        return response
+
+
+def export_chunks(memories: QuerySet[Memory]) -> Iterator[str]:
+    """The export document, piece by piece."""
+    yield '{"results": ['
+    for n, memory in enumerate(memories.iterator(chunk_size=EXPORT_CHUNK)):
+        data = MemoryOutputSerializer(memory).data
+        yield ("," if n else "") + json.dumps(data, cls=DjangoJSONEncoder, ensure_ascii=False)
+    yield "]}"
+
+
+def changes_html(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """The fields a revision changed, each as 'name: before → after' (escaped); a
+    creation or deletion shows the fields it set or removed."""
+    old, new = before or {}, after or {}
+    names = [
+        name
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name) and (old.get(name) or new.get(name))
+    ]
+    return format_html_join(
+        "",
+        "<div><b>{}</b>: {} → {}</div>",
+        ((name, _json(old.get(name)), _json(new.get(name))) for name in names),
+    )
+
+
+def _json(value: Any) -> str:
+    return "—" if value is None else json.dumps(value, ensure_ascii=False, default=str)
