@@ -37,12 +37,13 @@ class UserSummary:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def by_kind(self) -> list[tuple[str, int]]:
-        """(kind, count) of every kind the user has, in the kinds' declared order."""
+    def by_kind(self) -> list[tuple[str, int, str]]:
+        """(kind, count, what to call that many) of every kind the user has, in the
+        kinds' declared order."""
         totals = dict.fromkeys(Memory.Kind.values, 0)
         for (kind, _status), count in self.counts.items():
             totals[kind] = totals.get(kind, 0) + count
-        return [(kind, count) for kind, count in totals.items() if count]
+        return [(kind, n, kind_label(kind, n)) for kind, n in totals.items() if n]
 
     def count(self, *, kind: str = "", status: str = "") -> int:
         """Memories of this kind and status ('' = any), without another query."""
@@ -51,6 +52,16 @@ class UserSummary:
             for (k, s), n in self.counts.items()
             if (not kind or k == kind) and (not status or s == status)
         )
+
+
+KIND_PLURALS = {"summary": "summaries", "knowledge": "knowledge chunks"}
+
+
+def kind_label(kind: str, count: int) -> str:
+    """'1 fact', '2 facts', '2 summaries': the kind's name for ``count`` of them."""
+    if count == 1:
+        return "knowledge chunk" if kind == "knowledge" else kind
+    return KIND_PLURALS.get(kind, f"{kind}s")
 
 
 def user_summary_get(*, project: Project, end_user: EndUser) -> UserSummary:
@@ -302,6 +313,14 @@ class RevisionView:
     changes: list[FieldChange] = field(default_factory=list)
     restorable: bool = False
 
+    @property
+    def actor_kind(self) -> str:
+        """Who made the change, as a person reads it: 'API key', 'operator', 'system'."""
+        return _ACTOR_KINDS.get(self.revision.actor_type, self.revision.actor_type)
+
+
+_ACTOR_KINDS = {"api_key": "API key", "operator": "operator", "system": "system task"}
+
 
 def memory_history_get(*, project: Project, memory_id: Any) -> list[RevisionView]:
     """The memory's revisions, newest first, each with its changed fields; every version
@@ -328,15 +347,21 @@ def memory_history_get(*, project: Project, memory_id: Any) -> list[RevisionView
     return views
 
 
+# row ids say nothing to a person; shown only when an update changes them
+_ID_FIELDS = ("end_user_id", "room_id")
+
+
 def revision_changes(
     before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> list[FieldChange]:
-    """The fields whose value differs between two snapshots (all of one side's fields
-    for a create or a delete)."""
+    """The fields whose value differs between two snapshots; for a create or a delete
+    (one side missing), the other side's fields that hold something."""
+    whole = before is None or after is None
     before, after = before or {}, after or {}
-    names = [name for name in Memory.SNAPSHOT_FIELDS if name in before or name in after]
-    return [
-        FieldChange(name, before.get(name), after.get(name))
-        for name in names
-        if before.get(name) != after.get(name)
-    ]
+    changes = []
+    for name in Memory.SNAPSHOT_FIELDS:
+        old, new = before.get(name), after.get(name)
+        if old == new or (whole and (name in _ID_FIELDS or (old or new) in ("", [], {}))):
+            continue
+        changes.append(FieldChange(name, old, new))
+    return changes

@@ -73,7 +73,7 @@ def test_the_page_shows_who_she_is_her_rooms_and_her_memories(owner, editor, mar
     html = response.content.decode()
     assert "<h1>maria" in html
     assert "5</strong> memories" in html
-    for badge in ("3 message", "1 fact", "1 goal"):
+    for badge in ("3 messages</span>", "1 fact</span>", "1 goal</span>"):
         assert badge in html
     assert "5 waiting for embedding" in html
     # her rooms, the most recently active first: garden, then kitchen
@@ -208,7 +208,7 @@ def test_search_in_every_mode_finds_by_meaning(owner, editor, maria, mode):
 
 def test_an_empty_query_shows_how_to_search(owner, editor, maria):
     response = editor.get(url("console-user-search", owner, maria), {"q": "  "}, **HTMX)
-    assert "Type to search her memories" in response.content.decode()
+    assert "Type to search this user’s memories" in response.content.decode()
 
 
 def test_a_script_memory_is_text(owner, editor, maria):
@@ -218,8 +218,11 @@ def test_a_script_memory_is_text(owner, editor, maria):
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img src=x" not in html
-    search = editor.get(url("console-user-search", owner, maria), {"q": "alert script"}, **HTMX)
-    assert "<script>alert" not in search.content.decode()
+    write(owner, {"user": "maria", "content": "Maria pasted <script>alert(3)</script>"})
+    search = editor.get(url("console-user-search", owner, maria), {"q": "pasted"}, **HTMX)
+    found = search.content.decode()
+    assert "<mark>pasted</mark> &lt;script&gt;alert(3)&lt;/script&gt;" in found
+    assert "<script>alert" not in found
 
 
 def test_another_projects_user_is_a_404(owner, outsider, editor):
