@@ -72,7 +72,7 @@ class ApiKeyCreateForm(forms.Form):
 def _setting_field(name: str, entry: dict[str, Any]) -> forms.Field:
     """The form field of one setting of the schema (memories/config.py)."""
     common: dict[str, Any] = {
-        "label": name.replace("_", " ").capitalize(),
+        "label": name,  # as in the API and the docs
         "help_text": entry["description"],
     }
     bounds: dict[str, Any] = {"min_value": entry.get("minimum"), "max_value": entry.get("maximum")}

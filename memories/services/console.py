@@ -139,20 +139,21 @@ def queue_depths() -> dict[str, int | None]:
 
 def project_overview(*, project: Project) -> Overview:
     """Counts by kind and status, memories per day, backlog, queues and workers."""
+    # one pass over the project's rows gives both tables: kind x status, and the
+    # embedding status (pending, failed)
     grouped = (
         Memory.objects.filter(project=project)
         .order_by()
-        .values("kind", "status")
+        .values("kind", "status", "embedding_status")
         .annotate(n=Count("*"))
     )
     kinds, statuses = list(Memory.Kind.values), list(Memory.Status.values)
     by_kind = {kind: dict.fromkeys(statuses, 0) for kind in kinds}
+    embedding = dict.fromkeys(Memory.EmbeddingStatus.values, 0)
     for row in grouped:
-        by_kind.setdefault(row["kind"], dict.fromkeys(statuses, 0))[row["status"]] = row["n"]
-    embedding = Memory.objects.filter(project=project).aggregate(
-        pending=Count("pk", filter=Q(embedding_status=Memory.EmbeddingStatus.PENDING)),
-        failed=Count("pk", filter=Q(embedding_status=Memory.EmbeddingStatus.FAILED)),
-    )
+        counts = by_kind.setdefault(row["kind"], dict.fromkeys(statuses, 0))
+        counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
+        embedding[row["embedding_status"]] = embedding.get(row["embedding_status"], 0) + row["n"]
     overview = Overview(
         total=sum(sum(row.values()) for row in by_kind.values()),
         kinds=kinds,
@@ -160,8 +161,8 @@ def project_overview(*, project: Project) -> Overview:
         by_kind=by_kind,
         status_totals={s: sum(row[s] for row in by_kind.values()) for s in statuses},
         days=memories_per_day(project=project),
-        pending=embedding["pending"],
-        failed=embedding["failed"],
+        pending=embedding[Memory.EmbeddingStatus.PENDING],
+        failed=embedding[Memory.EmbeddingStatus.FAILED],
         user_count=EndUser.objects.for_project(project).count(),
         active_keys=ApiKey.objects.active().filter(project=project).count(),
     )

@@ -99,6 +99,12 @@ def browser(chromium_path: str) -> Iterator[Any]:
         chromium.close()
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """The operators' passwords are hashed once each; the real hasher takes ~0.3 s."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def page(browser: Any, live_server: Any) -> Iterator[Any]:
     """A fresh page (its own cookies) at a laptop's size; not logged in."""

@@ -11,7 +11,12 @@ PASSWORD = "correct horse battery staple"
 
 
 def operator_client(
-    username: str, *, project: Project | None = None, role: str = "editor", superuser: bool = False
+    username: str,
+    *,
+    project: Project | None = None,
+    role: str = "editor",
+    superuser: bool = False,
+    enforce_csrf_checks: bool = False,
 ) -> Client:
     """A test client logged in as a new operator (a member of ``project`` in ``role``)."""
     # no password: hashing one costs ~0.3 s, and force_login needs none
@@ -20,7 +25,7 @@ def operator_client(
     )
     if project is not None:
         Membership.objects.create(user=user, project=project, role=role)
-    client = Client()
+    client = Client(enforce_csrf_checks=enforce_csrf_checks)
     client.force_login(user)
     client.user = user  # type: ignore[attr-defined]
     return client

@@ -115,3 +115,29 @@ def test_failures_are_counted_in_redis_for_every_web_process(db, redis_client):
     Client().post("/login/", {"username": "maria", "password": "x"})
     assert len(list(redis_client.scan_iter("*login-failures:user:*"))) == 2  # count, since
     assert len(list(redis_client.scan_iter("*login-failures:ip:*"))) == 2
+
+
+def test_create_operator_makes_a_member_of_one_project(owner, outsider):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from memories.models import Membership
+
+    out = io.StringIO()
+    call_command("create_operator", "vera", "--project", "owner", "--role", "viewer", stdout=out)
+    password = out.getvalue().split("with password ")[1].strip()
+    assert "viewer of 'owner'" in out.getvalue()
+    user = get_user_model().objects.get(username="vera")
+    assert not user.is_superuser and not user.is_staff
+    assert Membership.objects.get(user=user).role == "viewer"
+    client = Client()
+    assert client.post("/login/", {"username": "vera", "password": password}).status_code == 302
+    page = client.get("/dashboard/").content.decode()
+    assert f"/dashboard/p/{owner.project.pk}/" in page
+    assert f"/dashboard/p/{outsider.project.pk}/" not in page
+
+    call_command("create_operator", "vera", "--project", "owner", "--role", "editor", stdout=out)
+    assert Membership.objects.get(user=user).role == "editor"
+    with pytest.raises(CommandError, match="No project called 'nope'"):
+        call_command("create_operator", "vera", "--project", "nope", stdout=out)

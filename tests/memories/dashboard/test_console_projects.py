@@ -182,6 +182,21 @@ def test_htmx_gets_the_keys_fragment(owner, editor):
     assert html.lstrip().startswith('<div id="keys">') and "<html" not in html
 
 
+def test_htmx_requests_carry_the_pages_csrf_token(owner):
+    """The token rides on every HTMX request through hx-headers on <body>; without it a
+    change is refused."""
+    client = operator_client("erin", project=owner.project, enforce_csrf_checks=True)
+    page = client.get(project_url(owner.project, "keys/")).content.decode()
+    token = re.search(r"""<body hx-headers='\{"X-CSRFToken": "([^"]+)"\}'""", page)
+    url = project_url(owner.project, "keys/new/")
+    refused = client.post(url, {"name": "x"}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 403 and "CSRF" in refused.content.decode()
+    accepted = client.post(
+        url, {"name": "x"}, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=token.group(1)
+    )
+    assert accepted.status_code == 201
+
+
 # --- configuration --------------------------------------------------------------------
 
 
