@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from memories.forms import UserSearchForm
 from memories.services.console import UsersPage, users_list
@@ -70,6 +72,7 @@ def users(request: HttpRequest) -> HttpResponse:
         "columns": _columns(listing),
         "page_query": _query(listing, sort=listing.sort),
         "sorts": SORT_LABELS.items(),
+        "a_minute_ago": timezone.now() - timedelta(minutes=1),  # "just now", not "0 minutes"
         "section": "users",
     }
     return render(request, template, context)
