@@ -13,14 +13,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
-import urllib.error
-import urllib.request
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,113 +24,13 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from bench.faults import CONNECTION_ERROR, Writers, acknowledged, outage, ready, wait_for
 from bench.stack import Hub, free_port, hub_env, pgdata_postmaster, scratch_reset, servers_stop
 from memoryhub.supervisor import hub_state_read
 
 pytestmark = pytest.mark.slow
 
-CONNECTION_ERROR = "connection error"
 RECOVERY_BOUND = 15.0  # seconds; the target is under 10 (measured figures are printed)
-
-
-@dataclass
-class Write:
-    id: str
-    status: int | str
-    started: float
-    ended: float
-
-
-@dataclass
-class Writers:
-    """Client threads writing memories with client-chosen ids until stopped."""
-
-    base: str
-    key: str
-    threads: int = 3
-    writes: list[Write] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _running: list[threading.Thread] = field(default_factory=list)
-
-    def start(self) -> None:
-        for number in range(self.threads):
-            thread = threading.Thread(target=self._write, args=(number,), daemon=True)
-            thread.start()
-            self._running.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._running:
-            thread.join(timeout=30)
-
-    def _write(self, number: int) -> None:
-        while not self._stop.is_set():
-            memory_id = str(uuid.uuid4())
-            body = {"id": memory_id, "user": f"writer-{number}", "content": f"fact {memory_id}"}
-            started = time.monotonic()
-            status = self._post(body)
-            self.writes.append(Write(memory_id, status, started, time.monotonic()))
-            time.sleep(0.02)
-
-    def _post(self, body: dict[str, Any]) -> int | str:
-        request = urllib.request.Request(
-            f"{self.base}/api/v1/memories/",
-            data=json.dumps(body).encode(),
-            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as error:
-            return int(error.code)
-        except OSError:
-            return CONNECTION_ERROR
-
-    def since(self, moment: float) -> list[Write]:
-        return [write for write in list(self.writes) if write.started >= moment]
-
-
-def acknowledged(write: Write) -> bool:
-    return isinstance(write.status, int) and 200 <= write.status < 300
-
-
-def outage(writers: Writers, killed: float) -> dict[str, Any]:
-    """What the writes saw after a kill: failures by status, and the seconds from the
-    kill until the first acknowledged write after the first failure (0: none failed)."""
-    after = sorted(writers.since(killed), key=lambda write: write.started)
-    failed = [write for write in after if not acknowledged(write)]
-    seconds = 0.0
-    if failed:
-        back = [w for w in after if acknowledged(w) and w.started > failed[0].started]
-        seconds = back[0].ended - killed if back else float("inf")
-    return {
-        "failed": dict(Counter(str(write.status) for write in failed)),
-        "seconds_until_writes_succeed": round(seconds, 2),
-    }
-
-
-def ready(hub: Hub) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"{hub.base}/ready/", timeout=5) as response:
-            return dict(json.loads(response.read()))
-    except urllib.error.HTTPError as error:
-        return dict(json.loads(error.read()))
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_for(what: str, hub: Hub, predicate: Callable[[], Any], timeout: float = 45.0) -> float:
-    """Seconds until ``predicate()`` holds; fails with the hub's log tail otherwise."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
-        assert hub.process is not None and hub.process.poll() is None, (
-            f"the hub exited with {hub.process and hub.process.returncode} while {what}; "
-            f"{hub.log_tail(60)}"
-        )
-        time.sleep(0.1)
-    pytest.fail(f"not within {timeout} s: {what}; /ready/ says {ready(hub)}; {hub.log_tail(60)}")
 
 
 def restarts(hub: Hub, service: str) -> int:
@@ -167,7 +62,7 @@ def hub() -> Iterator[Hub]:
 
 def test_acknowledged_writes_survive_kill_9_of_postgres_redis_and_the_worker(hub: Hub) -> None:
     key = hub.manage("create_api_key", "--project", "faults").strip()
-    writers = Writers(hub.base, key)
+    writers = Writers(hub.base, key, threads=3)
     report: dict[str, Any] = {}
     writers.start()
     try:
@@ -204,10 +99,10 @@ def postgres_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
     wait_for(
         "writes succeed after PostgreSQL's restart",
         hub,
-        lambda: any(acknowledged(write) for write in writers.since(time.monotonic() - 0.5)),
+        lambda: any(acknowledged(write) for write in writers.between(time.monotonic() - 0.5)),
     )
     time.sleep(1)
-    return {**outage(writers, killed), "ready_after": round(time.monotonic() - killed, 2)}
+    return {**outage(writers.writes, killed), "ready_after": round(time.monotonic() - killed, 2)}
 
 
 def redis_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
@@ -219,7 +114,7 @@ def redis_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
         hub,
         lambda: restarts(hub, "redis") >= 1 and ready(hub).get("redis") == "ok",
     )
-    return {**outage(writers, killed), "redis_back_after": round(seconds, 2)}
+    return {**outage(writers.writes, killed), "redis_back_after": round(seconds, 2)}
 
 
 def worker_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
@@ -232,7 +127,7 @@ def worker_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
         lambda: restarts(hub, "worker") >= 1 and ready(hub).get("status") == "ok",
         timeout=60,
     )
-    return {**outage(writers, killed), "worker_ready_after": round(seconds, 2)}
+    return {**outage(writers.writes, killed), "worker_ready_after": round(seconds, 2)}
 
 
 def embedded_check(hub: Hub, writers: Writers) -> dict[str, Any]:
