@@ -10,6 +10,7 @@ tracking, importance recompute and pruning, context-build latency, peak memory.
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only buffer,working
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only facts,importance
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only context
+    .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only console
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
@@ -71,7 +72,11 @@ HTTP from one client thread on one persistent connection:
    that user is given other users' active messages until it holds 10% of the project
    (100,000 of 1,000,000: bench/bulk.py spreads memories evenly over 100 users, ~10,000
    each) and the context is measured again;
-9. peak RSS of the web and worker processes.
+9. console (bench/console_phase.py), last since it adds a user: a user of 10,000
+   memories bulk-inserted, an editor logged in through the console's login form, then
+   the user page, the memory list's last page and the live search fragment in each
+   mode, client p50/p95 over 30 requests each; target p95 < 200 ms;
+10. peak RSS of the web and worker processes.
 
 Texts are LoCoMo dialogue turns and questions read from ../shared/data (never copied
 here); see bench/corpus.py. Prints tables and writes bench/results/<date>-<mode>.json
@@ -102,6 +107,7 @@ import psycopg  # noqa: E402
 
 from bench.buffer_phases import ROOM_PHASES, room_messages_planned, room_phases_run  # noqa: E402
 from bench.client import Api  # noqa: E402
+from bench.console_phase import CONSOLE_PHASES, console_phase, console_phases_run  # noqa: E402
 from bench.context_phase import (  # noqa: E402
     CONTEXT_PHASES,
     context_concentrated_phase,
@@ -216,8 +222,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--only", type=_only_phases, metavar="NAME,NAME",
         help=f"a short try-out: the warm-up, the ingestion and only these room, "
-        f"maintenance and context phases "
-        f"({', '.join(ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES)}), the latter two at "
+        f"maintenance, context and console phases "
+        f"({', '.join(ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES)}), "
+        "the latter three at "
         "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
     parser.add_argument(
@@ -275,6 +282,7 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
         room_phases_run(bench, only)
         maintenance_phases_run(bench, only)
         context_phases_run(bench, only)
+        console_phases_run(bench, only)
         return
     bench.search_level()
     context_phase(bench)
@@ -292,7 +300,8 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
             bench.recall()
         if level == target:
             level_phases_run(bench)
-    context_concentrated_phase(bench)  # last: it moves memories between users
+    context_concentrated_phase(bench)  # it moves memories between users
+    console_phase(bench)  # last: it adds a user of 10,000 memories
 
 
 def measure(
@@ -383,7 +392,7 @@ def main() -> int:
 
 def _only_phases(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    known = ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES
+    known = ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES
     unknown = [name for name in names if name not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"choose among {', '.join(known)}")

@@ -295,3 +295,13 @@ def test_highlighting_marks_word_starts_and_never_inside_an_entity():
     assert text_highlight("A & B, amp", "amp") == "A &amp; B, <mark>amp</mark>"
     assert text_highlight("<i>x</i>", "i") == "&lt;i&gt;x&lt;/i&gt;"  # too short to mark
     assert text_highlight("scatter catalog", "cat") == "scatter <mark>catalog</mark>"
+
+
+def test_the_older_rooms_of_a_user_of_many_rooms_are_in_a_list(owner, editor, maria):
+    write(owner, *[{"user": "maria", "room": f"session-{i:02}", "content": f"hello {i}"}
+                   for i in range(10)])  # fmt: skip
+    html = editor.get(url("console-user", owner, maria)).content.decode()
+    tabs, older = html.split('<select aria-label="older rooms"', 1)
+    assert tabs.count('class="room-tab"') == 8
+    assert "4 older rooms…" in older  # 12 rooms: the 8 most recent are tabs
+    assert older.count('<option value="/dashboard/') == 4
