@@ -138,6 +138,24 @@ class InputFilter(admin.SimpleListFilter):
         }
 
 
+# objects a delete confirmation names one by one
+DELETE_LISTED = 100
+
+
+def deletion_summary(
+    objs: Any, opts: Any, *, also: dict[str, int]
+) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+    """What ModelAdmin.get_deleted_objects returns, short: the first DELETE_LISTED
+    objects by name and a count of what goes with them (``also``), instead of Django's
+    line for every related row (a user's 10,000 memories and each of their vectors)."""
+    total = objs.count() if isinstance(objs, QuerySet) else len(objs)
+    listed = [str(obj) for obj in objs[:DELETE_LISTED]]
+    if total > DELETE_LISTED:
+        listed.append(f"… and {total - DELETE_LISTED} more")
+    listed += [f"{count} {name}" for name, count in also.items()]
+    return listed, {str(opts.verbose_name_plural): total, **also}, set(), []
+
+
 def change_link(obj: Model | None, text: Any = None) -> str:
     """A link to ``obj``'s admin page (its text escaped), or '-'."""
     if obj is None:

@@ -19,7 +19,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from memories.admin.base import InputFilter, LargeTableAdmin, actor_of, as_uuid
+from memories.admin.base import (
+    InputFilter,
+    LargeTableAdmin,
+    actor_of,
+    as_uuid,
+    deletion_summary,
+)
 from memories.api.serializers import MemoryOutputSerializer
 from memories.models import (
     SEARCH_CONFIG,
@@ -99,7 +105,7 @@ def in_locked_batches(queryset: QuerySet[Memory], apply: Callable[[list[Memory]]
 @admin.register(Memory)
 class MemoryAdmin(LargeTableAdmin):
     list_display = [
-        "short_content", "kind", "role", "end_user", "room", "project", "status",
+        "short_content", "kind_role", "end_user", "room", "project", "status",
         "embedding_status", "pinned", "importance_score", "created_at",
     ]  # fmt: skip
     list_filter = [
@@ -136,10 +142,17 @@ class MemoryAdmin(LargeTableAdmin):
     inlines = [EmbeddingInline]
     actions = ["re_embed", "archive", "pin", "unpin", "export_json"]
 
+    class Media:
+        css = {"all": ["memories/admin.css"]}
+
     @admin.display(description="content")
     def short_content(self, memory: Memory) -> str:
         text = memory.content
         return text if len(text) <= 80 else f"{text[:79]}…"
+
+    @admin.display(description="kind", ordering="kind")
+    def kind_role(self, memory: Memory) -> str:
+        return f"{memory.kind} ({memory.role})" if memory.role else memory.kind
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Memory], search_term: str
@@ -203,6 +216,11 @@ class MemoryAdmin(LargeTableAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Memory) -> None:
         memory_delete(memory=obj, actor=actor_of(request))
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        """Each memory is recorded as deleted (memory_delete); its vectors go with it."""
+        vectors = Embedding.objects.filter(memory__in=objs).count()
+        return deletion_summary(objs, self.model._meta, also={"embedding windows": vectors})
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
         actor = actor_of(request)

@@ -36,6 +36,9 @@ class RevisionAdmin(ReadOnlyAdmin, LargeTableAdmin):
     ordering = ["-pk"]
     list_select_related = ["project"]
 
+    class Media:
+        css = {"all": ["memories/admin.css"]}
+
     @admin.display(description="changes (before → after)")
     def changes(self, revision: Any) -> str:
         return changes_html(revision.before, revision.after)

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memories.admin.base import LargeTableAdmin, actor_of, pretty_json
+from memories.admin.base import LargeTableAdmin, actor_of, deletion_summary, pretty_json
 from memories.config import SettingsError, settings_as_dict, settings_validate
 from memories.models import (
     Agent,
@@ -30,9 +30,6 @@ from memories.services.configuration import project_settings_get, project_settin
 from memories.services.projects import api_key_create, api_key_revoke
 from memories.services.revisions import Actor
 from memories.services.users import end_user_delete, end_user_update, room_delete, room_update
-
-# objects a delete confirmation names one by one
-DELETE_LISTED = 100
 
 
 def memories_link(project_id: int, **filters: str) -> str:
@@ -106,6 +103,14 @@ class ProjectAdmin(admin.ModelAdmin):
     @admin.display(description="Memories")
     def memories(self, project: Project) -> str:
         return memories_link(project.pk)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
+        also = {
+            name: model._default_manager.filter(project__in=objs).count()
+            for name, model in [("memories", Memory), ("end users", EndUser), ("rooms", Room),
+                                ("API keys", ApiKey)]
+        }  # fmt: skip
+        return deletion_summary(objs, self.model._meta, also=also)
 
     def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
         """Settings change through the service, which records who changed what."""
@@ -242,15 +247,9 @@ class DeletesMemoriesAdmin(LargeTableAdmin):
                 self.delete_model(request, obj)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
-        objs = list(objs)
         count = Memory.objects.filter(**{f"{self.memory_relation}__in": objs}).count()
-        opts = self.model._meta
-        listed = [str(obj) for obj in objs[:DELETE_LISTED]]
-        if len(objs) > DELETE_LISTED:
-            listed.append(f"… and {len(objs) - DELETE_LISTED} more")
-        listed.append(f"{count} memories (each recorded as deleted)")
-        counts = {opts.verbose_name_plural: len(objs), "memories": count}
-        return listed, counts, set(), []
+        also = {"memories (each recorded as deleted)": count}
+        return deletion_summary(objs, self.model._meta, also=also)
 
 
 @admin.register(EndUser)
