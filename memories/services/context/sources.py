@@ -14,7 +14,7 @@ from memories.config import BufferSettings
 from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
 from memories.services.embedding import memory_vectors
-from memories.services.search import SearchFilters, memory_search
+from memories.services.search import SearchFilters, SearchResult, memory_search
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
 from memories.tokens import token_count
@@ -79,8 +79,25 @@ def turn_line(memory: Memory, *, with_time: bool = True) -> str:
 
 
 def turn_text(memory: Memory) -> str:
-    """A turn without its date: "speaker: text"."""
+    """A turn without its date: "speaker: text"; a knowledge chunk with its citation."""
+    if memory.kind == Memory.Kind.KNOWLEDGE:
+        return f"{citation(memory)}: {' '.join(memory.content.split())}"
     return f"{speaker(memory)}: {' '.join(memory.content.split())}"
+
+
+def citation(memory: Memory) -> str:
+    """Where a knowledge chunk comes from: "[Manual, p. 3-4, Setup > Wi-Fi]"."""
+    cited = memory.content_json if isinstance(memory.content_json, dict) else {}
+    document = cited.get("document")
+    document = document if isinstance(document, dict) else {}
+    parts = [str(document.get("title") or document.get("source") or "document")]
+    page, page_end = cited.get("page"), cited.get("page_end")
+    if page:
+        parts.append(f"p. {page}" if not page_end or page_end == page else f"p. {page}-{page_end}")
+    heading = cited.get("heading")
+    if isinstance(heading, list) and heading:
+        parts.append(" > ".join(str(h) for h in heading))
+    return "[" + ", ".join(parts) + "]"
 
 
 # ---- facts ------------------------------------------------------------------------------
@@ -248,18 +265,53 @@ def retrieved_candidates(
             project=end_user.project, query=query, embedding=embedding, mode=mode,
             filters=filters, k=RETRIEVED_K_MAX,
         )  # fmt: skip
-    candidates = [
+    candidates = _retrieved(result, "search")
+    _result_tokens_learn(end_user, candidates, encoding)
+    timings = dict(result.timings_ms)
+    if _has_shared_knowledge(end_user):
+        # the project's documents (no user's own) are searched apart, then the two
+        # rankings interleaved by reciprocal rank: their scores are not on one scale
+        shared = memory_search(
+            project=end_user.project, query=query, embedding=embedding, mode=mode,
+            filters=SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE]),
+            k=max(RETRIEVED_K_MIN, k // 2),
+        )  # fmt: skip
+        candidates = _interleave(candidates, _retrieved(shared, "knowledge search"))
+        timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
+    return Retrieval(candidates, result.mode, timings)
+
+
+def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
+    return [
         Candidate(
             section="retrieved", key=str(hit.memory.pk), kind=hit.memory.kind,
             text=turn_text(hit.memory), score=hit.score, created_at=hit.memory.created_at,
-            group=f"[{hit.memory.created_at:%Y-%m-%d}]",
-            why=f"search rank {rank} ({result.mode})",
+            # turns under a line per day; a document's chunks cite their own source
+            group="" if hit.memory.kind == Memory.Kind.KNOWLEDGE
+            else f"[{hit.memory.created_at:%Y-%m-%d}]",
+            why=f"{source} rank {rank} ({result.mode})",
             parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
         )
         for rank, hit in enumerate(result.hits, start=1)
     ]  # fmt: skip
-    _result_tokens_learn(end_user, candidates, encoding)
-    return Retrieval(candidates, result.mode, result.timings_ms)
+
+
+def _interleave(*rankings: list[Candidate]) -> list[Candidate]:
+    """One ranking of several: each candidate scored 1 / (60 + its rank) (RRF's k)."""
+    merged = []
+    for ranking in rankings:
+        for rank, candidate in enumerate(ranking, start=1):
+            candidate.parts["search_score"] = round(candidate.score, 4)
+            candidate.score = 1.0 / (60 + rank)
+            merged.append(candidate)
+    return sorted(merged, key=lambda c: -c.score)
+
+
+def _has_shared_knowledge(end_user: EndUser) -> bool:
+    return Memory.objects.filter(
+        project_id=end_user.project_id, kind=Memory.Kind.KNOWLEDGE,
+        end_user__isnull=True, status=Memory.Status.ACTIVE,
+    ).exists()  # fmt: skip
 
 
 def relevance_floor(retrieved: list[Candidate], budget: int, encoding: str) -> float | None:

@@ -23,6 +23,7 @@ class SearchFilters:
     end: datetime | None = None
     statuses: list[str] = field(default_factory=lambda: [Memory.Status.ACTIVE])
     document_id: uuid.UUID | None = None  # the knowledge chunks of one document
+    shared: bool = False  # only what belongs to no user (the project's own knowledge)
 
     def sql(self, project: Project, alias: str = "m") -> tuple[str, dict[str, Any]]:
         """A WHERE clause over memories_memory AS ``alias`` and its named parameters.
@@ -38,6 +39,8 @@ class SearchFilters:
         if self.end_user_id is not None:
             clauses.append(f"{alias}.end_user_id = %(filter_end_user)s")
             params["filter_end_user"] = self.end_user_id
+        if self.shared:
+            clauses.append(f"{alias}.end_user_id IS NULL")
         if self.room_id is not None:
             clauses.append(f"{alias}.room_id = %(filter_room)s")
             params["filter_room"] = self.room_id

@@ -4,6 +4,7 @@ matters)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import numpy as np
@@ -190,6 +191,34 @@ def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(own
         assert len(section(body, "retrieved")["items"]) >= 0.9 * len(
             section(most, "retrieved")["items"]
         )
+
+
+def test_the_projects_documents_are_retrieved_with_their_citation_and_nobody_elses(owner):
+    def knowledge(text, user=None, **cited):
+        item = {
+            "kind": "knowledge",
+            "content": text,
+            "content_json": {
+                "document": {"id": str(uuid.uuid4()), "title": "Router manual"},
+                **cited,
+            },
+        }
+        response = owner.client.post("/api/v1/memories/", {**item, "user": user}, format="json")
+        assert response.status_code == 201, response.json()
+
+    turns(owner, ["I bought a new router last week.", "Nice, which one?"])
+    knowledge("To reset the router hold the red button for ten seconds.", page=4,
+              page_end=4, heading=["Troubleshooting", "Reset"])  # fmt: skip
+    knowledge("The router's reset pin code for Joao is 4711.", user="joao", page=9)
+    embed_pending()
+    body = context(owner, query="how do I reset my router?", max_tokens=800)
+    retrieved = section(body, "retrieved")["items"]
+    cited = [i for i in retrieved if i["kind"] == "knowledge"]
+    assert [i["text"] for i in cited] == [
+        "[Router manual, p. 4, Troubleshooting > Reset]: To reset the router hold the red "
+        "button for ten seconds."
+    ]
+    assert "4711" not in body["prompt"]  # another user's document
 
 
 def test_a_deleted_turn_leaves_the_full_history_at_the_next_recount(owner, monkeypatch):
