@@ -274,6 +274,25 @@ class PruningSettings:
 
 
 @dataclass(frozen=True)
+class LimitSettings:
+    """Rate limits of the project's API keys, each key counted on its own; a request
+    over them is a 429 with Retry-After."""
+
+    reads_per_minute: int = setting(
+        1200,
+        "Reads per API key per minute (GET, searches, context); 0: unlimited.",
+        minimum=0,
+        maximum=1_000_000,
+    )
+    writes_per_minute: int = setting(
+        600,
+        "Writes per API key per minute (POST, PATCH, DELETE that change data); 0: unlimited.",
+        minimum=0,
+        maximum=1_000_000,
+    )
+
+
+@dataclass(frozen=True)
 class SynopsisSettings:
     """The user synopsis (MUXI's two-tier cache): an identity part that changes slowly
     and a context part that follows the conversation."""
@@ -376,6 +395,7 @@ class ProjectSettings:
     facts: FactSettings = field(default_factory=FactSettings)
     importance: ImportanceSettings = field(default_factory=ImportanceSettings)
     pruning: PruningSettings = field(default_factory=PruningSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
     synopsis: SynopsisSettings = field(default_factory=SynopsisSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     ingestion: IngestionSettings = field(default_factory=IngestionSettings)

@@ -86,6 +86,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # first: an outage is a 503 whatever raised it; a body or query over its limit is
+    # refused before anything reads it (memoryhub/middleware.py)
+    "memoryhub.middleware.ServiceOutageMiddleware",
+    "memoryhub.middleware.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -127,6 +131,11 @@ else:
 # Persistent connections: a new connection costs more than a whole memory write.
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 300)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# a server that does not answer (host down, network cut) fails a request in seconds,
+# answered 503 (memoryhub/middleware.py), instead of waiting for TCP to give up
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker and cache ---------------------------------------------------------
@@ -249,8 +258,12 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["memories.api.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["memories.api.permissions.HasProjectScope"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # DRF's JSON parser with a depth limit and no NUL or lone surrogates (hostile input)
+    "DEFAULT_PARSER_CLASSES": ["memories.api.parsers.DepthLimitedJSONParser"],
+    # per API key, reads and writes apart, limits from the project's `limits` settings
+    "DEFAULT_THROTTLE_CLASSES": ["memories.api.throttling.ApiKeyRateThrottle"],
+    # lists the error responses (400, 401, 403, 404, 413, 415, 429, 503) of each operation
+    "DEFAULT_SCHEMA_CLASS": "memories.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "memories.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -286,7 +299,23 @@ MEMORYHUB: dict[str, Any] = {
     "MAX_BATCH_SIZE": env_int("MEMORYHUB_MAX_BATCH_SIZE", 1_000),
     "MAX_SEARCH_K": env_int("MEMORYHUB_MAX_SEARCH_K", 200),
     "IDEMPOTENCY_KEY_TTL_HOURS": env_int("MEMORYHUB_IDEMPOTENCY_KEY_TTL_HOURS", 24),
+    # hostile input: a body or query string over these is a 413 naming the limit
+    # (memoryhub/middleware.py); JSON nested deeper, a 400 (memories/api/parsers.py).
+    # A full batch (MAX_BATCH_SIZE memories of ~3,000 characters) takes ~3 MB.
+    "MAX_BODY_BYTES": env_int("MEMORYHUB_MAX_BODY_BYTES", 16 * 1024 * 1024),
+    "MAX_QUERY_BYTES": env_int("MEMORYHUB_MAX_QUERY_BYTES", 4096),
+    "MAX_JSON_DEPTH": env_int("MEMORYHUB_MAX_JSON_DEPTH", 32),
+    # paths whose views enforce a body cap of their own (documents: INGESTION_MAX_UPLOAD_MB)
+    "BODY_LIMIT_EXEMPT_PATHS": ["/api/v1/documents/"],
+    # the Retry-After of a 503 while PostgreSQL or Redis is unreachable
+    "RETRY_AFTER_SECONDS": env_int("MEMORYHUB_RETRY_AFTER_SECONDS", 5),
 }
+# Django's own check of a body read whole, behind RequestLimitsMiddleware: the largest
+# body any path takes (a document upload's text may be as large as its cap)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(
+    MEMORYHUB["MAX_BODY_BYTES"],
+    int(env_float("INGESTION_MAX_UPLOAD_MB", 20.0) * 1024 * 1024) + 1024 * 1024,
+)
 EMBEDDING: dict[str, Any] = {
     # local (sentence-transformers), openai (any OpenAI-compatible endpoint) or hashing
     # (a deterministic bag-of-words embedder for tests that only need vectors)

@@ -8,13 +8,14 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import serializers as s
+from memories.api.schema import FIELD_ERRORS_REF
 from memories.api.scoping import actor_of, idempotent, memory_get, parse_uuid, project_of
 from memories.models import EndUser, Memory, MemoryRevision, Room
 from memories.services.memories import (
@@ -93,13 +94,20 @@ def _cursor_encode(memory: Memory) -> str:
 
 
 def _cursor_decode(cursor: str) -> tuple[datetime, Any]:
+    """A cursor of _cursor_encode; anything else is a 400 naming it (the serializer caps
+    its length, so no JSON nested deep enough to recurse gets here)."""
     try:
         created_at, memory_id = json.loads(
             base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         )
         return datetime.fromisoformat(created_at), parse_uuid(memory_id, "cursor")
-    except (ValueError, TypeError, serializers.ValidationError):
+    except (ValueError, TypeError, RecursionError, serializers.ValidationError):
         raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+
+
+CONFLICT = OpenApiResponse(
+    FIELD_ERRORS_REF, description="The client-chosen `id` is used by a different memory."
+)
 
 
 def _input(data: dict[str, Any]) -> MemoryInput:
@@ -147,7 +155,11 @@ class MemoryListView(APIView):
 
     @extend_schema(
         request=s.MemoryInputSerializer,
-        responses={201: s.MemoryCreatedOutputSerializer, 200: s.MemoryCreatedOutputSerializer},
+        responses={
+            201: s.MemoryCreatedOutputSerializer,
+            200: s.MemoryCreatedOutputSerializer,
+            409: CONFLICT,
+        },
     )
     @idempotent
     def post(self, request: Request) -> Response:
@@ -207,7 +219,7 @@ class MemoryListView(APIView):
 class MemoryBatchView(APIView):
     @extend_schema(
         request=s.MemoryBatchInputSerializer,
-        responses={201: s.MemoryBatchOutputSerializer},
+        responses={201: s.MemoryBatchOutputSerializer, 409: CONFLICT},
     )
     @idempotent
     def post(self, request: Request) -> Response:

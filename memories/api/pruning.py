@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.schema import ERROR_REF
 from memories.api.scoping import actor_of, api_key_of, end_user_get, project_of
 from memories.api.serializers import external_id_field
 from memories.models import MaintenanceRun
@@ -98,6 +99,7 @@ class PruneView(APIView):
                 PruneRunDetailOutputSerializer,
                 description="A real run, queued: follow it at /api/v1/prune/runs/{id}/.",
             ),
+            403: OpenApiResponse(ERROR_REF, description="A real run with a read-only key."),
         },
     )
     def post(self, request: Request) -> Response:

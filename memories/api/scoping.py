@@ -116,4 +116,5 @@ def idempotent(view_method: Callable[..., Response]) -> Callable[..., Response]:
                 )
         return response
 
+    wrapper.idempotency_key = True  # type: ignore[attr-defined]  # read by the schema
     return wrapper

@@ -9,6 +9,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from memories.api.validators import id_validator, json_depth_validate, vector_field
 from memories.models import EndUser, Memory, MemoryRevision, Room
 from memories.services.configuration import project_settings_get
 from memories.services.search import SearchMode
@@ -21,8 +22,11 @@ from memories.structured import (
 
 
 def external_id_field(**kwargs: Any) -> serializers.CharField:
-    """An id chosen by the agent platform (users, rooms, agents)."""
-    return serializers.CharField(max_length=255, allow_blank=False, **kwargs)
+    """An id chosen by the agent platform (users, rooms, agents): no NUL or control
+    characters (a 400 naming the field, in a body or a filter)."""
+    return serializers.CharField(
+        max_length=255, allow_blank=False, validators=[id_validator], **kwargs
+    )
 
 
 def _limit(name: str) -> int:
@@ -46,8 +50,9 @@ def _has_null_character(value: Any) -> bool:
     return False
 
 
+@extend_schema_field({"type": "object", "additionalProperties": {}})
 class JSONObjectField(serializers.JSONField):
-    """A JSON object (not a list or scalar) of bounded size."""
+    """A JSON object (not a list or scalar) of bounded size and depth."""
 
     default_error_messages = {
         "not_object": "Must be a JSON object.",
@@ -60,6 +65,7 @@ class JSONObjectField(serializers.JSONField):
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")
+        json_depth_validate(value)  # before json.dumps recurses into it
         max_bytes = _limit("MAX_METADATA_BYTES")
         if len(json.dumps(value)) > max_bytes:
             self.fail("too_large", max_bytes=max_bytes)
@@ -205,7 +211,8 @@ class MemoryFilterSerializer(serializers.Serializer):
 
 class MemoryListQuerySerializer(MemoryFilterSerializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
-    cursor = serializers.CharField(required=False)
+    # a cursor of _cursor_encode is ~80 characters: a longer one is not ours
+    cursor = serializers.CharField(required=False, max_length=200)
     order = serializers.ChoiceField(choices=["desc", "asc"], default="desc")
 
 
@@ -272,9 +279,10 @@ class MemoryRevisionOutputSerializer(serializers.ModelSerializer):
 
 class SearchInputSerializer(serializers.Serializer):
     query = serializers.CharField(required=False, max_length=4000, help_text="Text to search for.")
-    embedding = serializers.ListField(
-        child=serializers.FloatField(), required=False, allow_empty=False,
-        help_text="A raw query vector of the space's dimension, instead of or with `query`.",
+    embedding = vector_field(
+        dimension=int(settings.EMBEDDING["DIMENSION"]), required=False,
+        help_text="A raw query vector of the space's dimension (float32 numbers), instead "
+        "of or with `query`.",
     )  # fmt: skip
     mode = serializers.ChoiceField(
         choices=SearchMode.ALL,

@@ -18,6 +18,7 @@ from memories.api.scoping import (
     project_of,
     room_get,
 )
+from memories.api.validators import id_validate
 from memories.config import SettingsError
 from memories.models import EndUser, Room
 from memories.services.configuration import room_settings_update
@@ -48,6 +49,7 @@ class EndUserListView(APIView):
     def get(self, request: Request) -> Response:
         users = EndUser.objects.for_project(project_of(request)).order_by("external_id")
         if request.query_params.get("external_id"):
+            id_validate(request.query_params["external_id"], "external_id")
             users = users.by_external_id(request.query_params["external_id"])
         paginator = Pagination()
         page = paginator.paginate_queryset(users, request, view=self)
@@ -103,6 +105,7 @@ class RoomListView(APIView):
     def get(self, request: Request) -> Response:
         rooms = Room.objects.for_project(project_of(request)).select_related("agent")
         if request.query_params.get("external_id"):
+            id_validate(request.query_params["external_id"], "external_id")
             rooms = rooms.by_external_id(request.query_params["external_id"])
         paginator = Pagination()
         page = paginator.paginate_queryset(rooms.order_by("external_id"), request, view=self)

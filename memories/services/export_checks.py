@@ -293,9 +293,16 @@ class _Check:
                 continue
             for n, vector in enumerate(windows if space["dimension"] else []):
                 if not _is_vector(vector, space["dimension"]):
-                    self.fail(f"{at}.windows[{n}]", f"Must be {space['dimension']} numbers.")
+                    self.fail(
+                        f"{at}.windows[{n}]",
+                        f"Must be {space['dimension']} numbers within float32 range.",
+                    )
             checked.append({"space": space, "windows": windows})
         return checked
+
+
+# pgvector stores float4: a finite double past this overflows and PostgreSQL refuses it
+FLOAT32_MAX = 3.4028235e38
 
 
 def _is_vector(value: Any, dimension: Any) -> bool:
@@ -303,7 +310,10 @@ def _is_vector(value: Any, dimension: Any) -> bool:
         isinstance(value, list)
         and len(value) == dimension
         and all(
-            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            isinstance(x, int | float)
+            and not isinstance(x, bool)
+            and math.isfinite(x)
+            and abs(x) <= FLOAT32_MAX
             for x in value
         )
     )

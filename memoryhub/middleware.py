@@ -1,0 +1,141 @@
+"""What every request goes through before and after its view, whatever app serves it.
+
+* RequestLimitsMiddleware: a body or query string over its limit is a 413 naming the
+  limit, before anything reads it; a JSON body nested deeper than MEMORYHUB_MAX_JSON_DEPTH
+  is a 400 before anything parses it, whatever parser its view has; a path segment that
+  cannot be an id (NUL, control characters) or a NUL in an API query parameter is a 400
+  naming it, before a view sends it to PostgreSQL (which refuses NUL in text: that was
+  a 500).
+* ServiceOutageMiddleware: PostgreSQL or Redis unreachable is a 503 with Retry-After (a
+  JSON error on the API, templates/503.html on the dashboard and admin), not a 500.
+  Django closes a broken connection at the end of the request (CONN_HEALTH_CHECKS
+  checks a kept one before reuse), so the process recovers by itself once the service
+  is back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from memories.api.errors import outage_detail, outage_log, outage_of, retry_after_seconds
+from memories.api.parsers import json_depth_refusal
+from memories.api.validators import id_problem
+
+JSON_PREFIXES = ("/api/", "/health/", "/ready/")
+
+
+def wants_json(request: HttpRequest) -> bool:
+    """The API and the health checks answer JSON; the dashboard and admin, pages."""
+    return request.path_info.startswith(JSON_PREFIXES)
+
+
+def body_limit(path: str) -> int | None:
+    """The largest body ``path`` takes, or None where the view enforces a cap of its own."""
+    if path.startswith(tuple(settings.MEMORYHUB["BODY_LIMIT_EXEMPT_PATHS"])):
+        return None
+    return int(settings.MEMORYHUB["MAX_BODY_BYTES"])
+
+
+def too_large(request: HttpRequest, what: str, limit: int) -> HttpResponse:
+    detail = f"{what} larger than {limit} bytes"
+    if wants_json(request):
+        return JsonResponse({"detail": detail, "limit": limit}, status=413)
+    return HttpResponse(f"{detail[0].upper()}{detail[1:]}.", status=413, content_type="text/plain")
+
+
+def bad_request(request: HttpRequest, field: str, problem: str) -> HttpResponse:
+    if wants_json(request):
+        return JsonResponse({field: [problem]}, status=400)
+    return HttpResponse(f"{field}: {problem}", status=400, content_type="text/plain")
+
+
+def bad_json(problem: str) -> HttpResponse:
+    return JsonResponse({"detail": problem}, status=400)
+
+
+def _utf8_json(request: HttpRequest) -> bool:
+    """A JSON body in UTF-8 (the parser checks another charset after decoding it)."""
+    content_type = request.content_type or ""
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        return False
+    return (request.encoding or "utf-8").lower().replace("_", "-") in ("utf-8", "utf8")
+
+
+class RequestLimitsMiddleware:
+    """Sizes by the Content-Length header and the raw query string; ids in the path."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        query_limit = int(settings.MEMORYHUB["MAX_QUERY_BYTES"])
+        if len(request.META.get("QUERY_STRING", "")) > query_limit:
+            return too_large(request, "query string", query_limit)
+        limit = body_limit(request.path_info)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return bad_request(request, "Content-Length", "Must be a number of bytes.")
+        if limit is not None and length > limit:
+            return too_large(request, "request body", limit)
+        if _utf8_json(request) and 0 < length <= (limit or settings.DATA_UPLOAD_MAX_MEMORY_SIZE):
+            refusal = json_depth_refusal(request.body)
+            if refusal is not None:
+                field, problem = refusal
+                return bad_request(request, field, problem) if field else bad_json(problem)
+            request.json_depth_checked = True  # type: ignore[attr-defined]  # the parser skips it
+        return self.get_response(request)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., Any],
+        view_args: tuple[Any, ...],
+        view_kwargs: dict[str, Any],
+    ) -> HttpResponse | None:
+        for name, value in view_kwargs.items():
+            problem = id_problem(value) if isinstance(value, str) else None
+            if problem:
+                return bad_request(request, name, problem)
+        if wants_json(request):
+            for name, values in request.GET.lists():
+                if "\x00" in name or any("\x00" in value for value in values):
+                    return bad_request(
+                        request, name.replace("\x00", ""), "Null characters are not allowed."
+                    )
+        return None
+
+
+class ServiceOutageMiddleware:
+    """A view that found PostgreSQL or Redis unreachable answers 503 with Retry-After.
+
+    The API's own exception handler answers for DRF views (memories.api.errors); this
+    catches the rest: the dashboard, the admin, plain Django views."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        service = outage_of(exception)
+        if service is None:
+            return None
+        outage_log(service, exception)
+        wait = retry_after_seconds()
+        detail = outage_detail(service)
+        if wants_json(request):
+            response: HttpResponse = JsonResponse(
+                {"detail": detail, "service": service}, status=503
+            )
+        else:
+            page = render_to_string("503.html", {"detail": detail, "retry_after": wait})
+            response = HttpResponse(page, status=503)
+        response["Retry-After"] = str(wait)
+        return response
