@@ -55,6 +55,10 @@ def document_ingest_task(self, document_id: str) -> bool:  # type: ignore[no-unt
             raise self.retry(exc=exc, countdown=min(300, 2 ** (self.request.retries + 2))) from exc
         document_fail_current(key, f"Gave up after {self.max_retries} retries: {exc}")
         raise
+    except Exception as exc:
+        # a fault of ours, not of the document: say so (the log has the traceback)
+        document_fail_current(key, f"Internal error ({type(exc).__name__}): {exc}")
+        raise
     if not finished:
         document_ingest_enqueue(document_id=key, countdown=FOLLOW_UP_COUNTDOWN)
     return finished
