@@ -115,8 +115,8 @@ class ProjectAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
         """Settings change through the service, which records who changed what."""
         settings = obj.settings
-        if change:
-            obj.settings = Project.objects.get(pk=obj.pk).settings
+        # saved with what it had (nothing, when new): the service records the change
+        obj.settings = Project.objects.get(pk=obj.pk).settings if change else {}
         super().save_model(request, obj, form, change)
         project_settings_update(
             project=obj, changes=settings, actor=actor_of(request), replace=True
@@ -218,6 +218,7 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "project"]
     search_fields = ["user__username", "user__email", "project__name"]
     autocomplete_fields = ["user", "project"]
+    readonly_fields = ["created_at"]
 
 
 @admin.register(Agent)
@@ -226,6 +227,11 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["project"]
     list_select_related = ["project"]
     search_fields = ["external_id", "name"]
+    fields = ["project", "external_id", "name", "created_at"]
+    readonly_fields = ["project", "external_id", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # agents appear with their first memory or room
 
 
 class DeletesMemoriesAdmin(LargeTableAdmin):
