@@ -53,10 +53,10 @@ CHART_HEIGHT, CHART_SLOT, CHART_BAR = 120.0, 20.0, 14.0
 def _bars(days: list[DayCount]) -> tuple[list[Bar], int]:
     """The chart's bars (a one-unit stub for a day with memories, so none is lost at
     scale) and the count at the top of the scale."""
-    top = max((day.count for day in days), default=0) or 1
+    top = max((day.count for day in days), default=0)
     bars = []
     for index, day in enumerate(days):
-        height = CHART_HEIGHT * day.count / top
+        height = CHART_HEIGHT * day.count / (top or 1)
         height = max(height, 1.0) if day.count else 0.0
         x = index * CHART_SLOT + (CHART_SLOT - CHART_BAR) / 2
         bars.append(Bar(day.day, day.count, x, CHART_HEIGHT - height, height))

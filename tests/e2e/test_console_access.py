@@ -132,6 +132,14 @@ def test_a_viewer_cannot_edit(viewer_page, owner):
     assert not ApiKey.objects.filter(name="sneaky").exists()
 
 
+def test_a_new_project_says_how_to_begin(editor_page, owner, live_server):
+    editor_page.goto(f"/dashboard/p/{owner.project.pk}/")
+    first_steps = editor_page.locator("#first-steps")
+    expect(first_steps).to_contain_text("Send this project its first memory")
+    expect(first_steps).to_contain_text(f"{live_server.url}/api/v1/memories/")
+    screenshot(editor_page, "console-overview-new")
+
+
 def test_another_projects_page_is_404(editor_page, owner, second_project):
     response = editor_page.goto(f"/dashboard/p/{second_project.project.pk}/")
     assert response.status == 404
