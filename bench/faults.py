@@ -328,6 +328,7 @@ def embedded_modes_run(args: argparse.Namespace, folder: Path) -> dict[str, Any]
         time.sleep(5)
         for name in [mode for mode in args.only if mode in FAULTS]:
             results[name] = fault_run(name, hub, writers, FAULTS[name])
+            print(f"    {json.dumps(results[name])}", flush=True)
             time.sleep(5)
     finally:
         writers.stop()
@@ -361,11 +362,13 @@ def postgres_stopped_run(args: argparse.Namespace, folder: Path) -> dict[str, An
     def stopped(hub: Hub) -> None:
         pg_ctl(pgdata, "-m", "fast", "stop")
         time.sleep(args.outage)
-        pg_ctl(pgdata, "-l", str(pgdata / "log"), "start")
+        # the options pgserver starts it with: no TCP, its socket in the data folder
+        pg_ctl(pgdata, "-l", str(pgdata / "log"), "-o", f'-h "" -k {socket_dir}', "start")
 
     try:
         time.sleep(5)
         result = fault_run(f"postgres-stopped {args.outage:g} s", hub, writers, stopped)
+        print(f"    {json.dumps(result)}", flush=True)
     finally:
         writers.stop()
     conninfo = f"host={socket_dir} dbname=memoryhub user=postgres"

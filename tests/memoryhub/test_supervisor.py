@@ -243,3 +243,68 @@ def test_embedded_redis_comes_back_after_kill_9(tmp_path):
         assert embedded.redis_ping(service.server.url)
     finally:
         service.stop()
+
+
+# --- /ready/ with the hub's state ---------------------------------------------------------
+
+
+@pytest.fixture
+def hub_folder(settings, tmp_path: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    """A data folder of this test's own, and a heartbeat namespace of its own."""
+    import uuid
+
+    from memories.services import workers
+
+    settings.DATA_DIR = tmp_path
+    monkeypatch.setattr(workers, "HEARTBEAT_PREFIX", f"memoryhub:test-{uuid.uuid4().hex}:")
+    return tmp_path
+
+
+def hub_state_write(folder: Path, **services: dict[str, object]) -> None:
+    import json
+
+    state = {"pid": os.getpid(), "status": "running", "updated_at": time.time()}
+    state["services"] = {
+        name: {"state": "up", "restarts": 0, "since": time.time() - 60, **fields}
+        for name, fields in services.items()
+    }
+    (folder / STATE_FILE).write_text(json.dumps(state))
+
+
+def test_ready_says_recovering_while_the_hub_restarts_the_worker(db, hub_folder):
+    from django.test import Client
+
+    from memories.services.workers import worker_heartbeat
+
+    worker_heartbeat(hostname="worker@box")  # what the killed worker left in Redis
+    hub_state_write(hub_folder, worker={"state": "restarting", "restarts": 2}, postgres={})
+    response = Client().get("/ready/")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "recovering"
+    assert (body["database"], body["redis"], body["workers"]) == ("ok", "ok", "down")
+    assert body["services"] == {"worker": "restarting", "postgres": "up"}
+    assert body["restarts"] == {"worker": 2, "postgres": 0}
+
+
+def test_ready_waits_for_the_restarted_workers_own_heartbeat(db, hub_folder):
+    from django.test import Client
+
+    from memories.services.workers import worker_heartbeat
+
+    worker_heartbeat(hostname="worker@box")  # the old worker's, before the restart
+    hub_state_write(hub_folder, worker={"state": "up", "restarts": 1, "since": time.time() + 1})
+    assert Client().get("/ready/").json()["workers"] == "down"
+    hub_state_write(hub_folder, worker={"state": "up", "restarts": 1, "since": time.time() - 1})
+    response = Client().get("/ready/")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+def test_ready_without_a_hub_is_unavailable_not_recovering(db, hub_folder):
+    from django.test import Client
+
+    response = Client().get("/ready/")  # no heartbeat in this namespace, no state file
+    assert response.status_code == 503
+    assert response.json()["status"] == "unavailable"
+    assert "restarts" not in response.json()
