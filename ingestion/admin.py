@@ -43,7 +43,7 @@ FIELDS = (
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     list_display = [
-        "__str__", "project", "scope_label", "status", "progress_label", "chunks_total",
+        "__str__", "source", "project", "scope_label", "status", "progress_label", "chunks_total",
         "size_label", "created_at",
     ]  # fmt: skip
     list_filter = ["status", ScopeFilter, "mime_type", "chunker", "project"]

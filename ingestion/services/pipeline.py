@@ -179,7 +179,25 @@ def document_stage(*, document_id: uuid.UUID, version: int) -> bool:
         return False
     started = time.monotonic()
     spans = _chunk(document, parsed.text)
-    document = _advance(document_id, version, chunks_total=len(spans))
+    if _advance(document_id, version, chunks_total=len(spans)) is None:
+        return False
+    if not _stage_write(document_id, version, parsed, spans):
+        return False
+    return (
+        _advance(
+            document_id,
+            version,
+            status=Document.Status.EMBEDDING,
+            chunks_done=_embedded_count(document),
+            timings={"chunk_ms": _ms(started)},
+        )
+        is not None
+    )
+
+
+def _stage_write(document_id: uuid.UUID, version: int, parsed: Any, spans: list[Any]) -> bool:
+    """Write the chunks as staged memories, a batch per transaction, each under the
+    document's lock; False if the document moved on meanwhile."""
     for first in range(0, len(spans), STAGE_BATCH_SIZE):
         with transaction.atomic():
             document = _locked(document_id, version)
@@ -207,16 +225,7 @@ def document_stage(*, document_id: uuid.UUID, version: int) -> bool:
         chunks_delete(
             chunks=chunks_staged(document).filter(chunk_index__gte=len(spans)), actor=ACTOR
         )
-    return (
-        _advance(
-            document_id,
-            version,
-            status=Document.Status.EMBEDDING,
-            chunks_done=_embedded_count(document),
-            timings={"chunk_ms": _ms(started)},
-        )
-        is not None
-    )
+    return True
 
 
 def _embedded_count(document: Document) -> int:
