@@ -346,3 +346,20 @@ def test_the_schema_documents_every_documents_operation(db):
         assert methods <= set(schema["paths"][path]), path
     upload_body = schema["paths"]["/api/v1/documents/"]["post"]["requestBody"]["content"]
     assert {"multipart/form-data", "application/json"} <= set(upload_body)
+
+
+def test_a_failed_document_is_no_duplicate_and_cannot_be_reingested_onto_another(owner):
+    broken = files.corrupt_pdf_bytes()
+    failed = ingest_now(upload(owner.client, "broken.pdf", broken).json()["id"])
+    assert failed.status == "failed"
+    again = upload(owner.client, "broken.pdf", broken)  # the same bytes: tried again
+    assert again.status_code == 202
+    assert (again.json()["id"], again.json()["version"]) == (str(failed.pk), 2)
+    ingest_now(failed.pk)
+
+    other = upload(owner.client, "copy.pdf", broken)  # the failed one does not hold them
+    assert other.status_code == 202 and other.json()["id"] != str(failed.pk)
+    conflict = owner.client.post(f"/api/v1/documents/{failed.pk}/reingest/", {})
+    assert conflict.status_code == 409
+    assert "same content" in conflict.json()["detail"]
+    assert Document.objects.get(pk=failed.pk).status == "failed"
