@@ -24,7 +24,15 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from bench.faults import CONNECTION_ERROR, Writers, acknowledged, outage, ready, wait_for
+from bench.faults import (
+    CONNECTION_ERROR,
+    Writers,
+    acknowledged,
+    api_key_unthrottled,
+    outage,
+    ready,
+    wait_for,
+)
 from bench.stack import Hub, free_port, hub_env, pgdata_postmaster, scratch_reset, servers_stop
 from memoryhub.supervisor import hub_state_read
 
@@ -61,8 +69,7 @@ def hub() -> Iterator[Hub]:
 
 
 def test_acknowledged_writes_survive_kill_9_of_postgres_redis_and_the_worker(hub: Hub) -> None:
-    key = hub.manage("create_api_key", "--project", "faults").strip()
-    writers = Writers(hub.base, key, threads=3)
+    writers = Writers(hub.base, api_key_unthrottled(hub), threads=3)
     report: dict[str, Any] = {}
     writers.start()
     try:
