@@ -241,3 +241,56 @@ PDF_FACTS: list[tuple[int, str]] = [
     (3, "24 months"),
 ]
 PDF_TITLE = "Aurora 3000 manual"
+
+
+_SUBJECTS = (
+    "the maintenance team", "every operator", "the night shift", "our supplier", "the audit",
+    "a new customer", "the regional office", "the finance department", "the pilot project",
+    "the safety committee", "each technician", "the warehouse", "the support desk",
+)  # fmt: skip
+_VERBS = (
+    "reviews", "replaces", "records", "inspects", "approves", "schedules", "measures",
+    "documents", "reports", "calibrates", "updates", "checks", "archives", "escalates",
+)  # fmt: skip
+_OBJECTS = (
+    "the pressure valves", "the quarterly budget", "every incoming shipment", "the backup logs",
+    "the cooling system", "the access badges", "the training records", "the spare parts",
+    "the invoices from March", "the fire exits", "the server racks", "the delivery routes",
+)  # fmt: skip
+_CLAUSES = (
+    "before the end of each week", "whenever the alarm sounds", "as the manual requires",
+    "unless the supervisor objects", "after every software upgrade", "during the winter months",
+    "so that nothing is lost", "because the regulator asked for it", "at least twice a year",
+    "when the temperature exceeds 40 degrees", "in the presence of a witness",
+)  # fmt: skip
+_TOPICS = (
+    "Safety procedures", "Budget planning", "Equipment care", "Staff training", "Inventory",
+    "Customer service", "Data retention", "Quality control", "Logistics", "Facilities",
+)  # fmt: skip
+
+
+def prose_sentence(rng: random.Random) -> str:
+    """One plausible sentence of an operations manual."""
+    sentence = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+    if rng.random() < 0.7:
+        sentence += f" {rng.choice(_CLAUSES)}"
+    if rng.random() < 0.25:
+        sentence += f", and {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+    return sentence[0].upper() + sentence[1:] + rng.choice(".....?!")
+
+
+def prose_pages(count: int, *, words_per_page: int = 400, seed: int = 0) -> list[str]:
+    """``count`` pages of varied manual-like prose, about ``words_per_page`` words each,
+    in paragraphs of 3-7 sentences; a page starts with a '# ' heading naming its section
+    (the input pdf_bytes expects)."""
+    rng = random.Random(seed)
+    pages = []
+    for number in range(1, count + 1):
+        heading = f"# {number}. {rng.choice(_TOPICS)}"
+        paragraphs, words = [], 0
+        while words < words_per_page:
+            paragraph = " ".join(prose_sentence(rng) for _ in range(rng.randint(3, 7)))
+            paragraphs.append(paragraph)
+            words += len(paragraph.split())
+        pages.append("\n\n".join([heading, *paragraphs]))
+    return pages
