@@ -58,13 +58,17 @@ class TokenWindowChunker:
     """Windows of ``window_size`` tokens; each window after the first starts
     ``window_overlap`` tokens before the previous one ends; together they cover the text.
 
-    The cuts are token boundaries of the whole text's encoding. A cut must also fall
-    between whole characters and re-encode the same (BPE merges across a cut inside a
-    word piece differently): where the exact cut does not, the window ends one token
-    earlier, or the next window starts one token earlier, until it does. So every
-    window re-encodes to at most ``window_size`` tokens and every overlap to at least
-    ``window_overlap``, and to exactly those counts wherever the exact cut is clean
-    (in ordinary prose: everywhere)."""
+    The cuts are token boundaries of the whole text's encoding, and a window's text
+    is counted again by re-encoding it (what a reader of the chunk counts). A cut must
+    fall between whole characters and re-encode the same (BPE merges differently
+    across a cut inside a word piece): where the exact cut does not, the window ends a
+    token earlier, or the next window starts a token earlier, until it does. So in
+    ordinary text every window re-encodes to exactly ``window_size`` tokens (the last
+    to at most that) and every overlap to exactly ``window_overlap``. Inside a long
+    word piece that holds no clean cut (a 200-letter 'word', runs of emoji) the cut
+    falls between whole characters anyway: the window still re-encodes to at most
+    ``window_size`` tokens, and the overlap to ``window_overlap`` or a few tokens
+    fewer (tests/ingestion/test_chunkers.py states the bound the property test holds)."""
 
     def __init__(
         self, *, window_size: int = 512, window_overlap: int = 50, encoding: str = "cl100k_base"
