@@ -23,6 +23,9 @@ from memories.services.memories import RESTORED_FIELDS
 
 PAGE_SIZE = 50
 HISTORY_LIMIT = 100
+# what the lists never show: a row's tsvector alone is as long as its text, and the
+# JSON fields are decoded row by row
+NOT_SHOWN = ("search_vector", "content_json", "source_ids")
 
 
 @dataclass
@@ -105,7 +108,7 @@ def user_rooms_get(*, project: Project, end_user: EndUser) -> list[RoomActivity]
         .order_by("-last")
     )
     activity = {row["room_id"]: row for row in rows}
-    rooms = Room.objects.for_project(project).in_bulk(list(activity))
+    rooms = Room.objects.for_project(project).only("external_id", "name").in_bulk(list(activity))
     return [
         RoomActivity(rooms[room_id], row["n"], row["last"])
         for room_id, row in activity.items()
@@ -160,16 +163,16 @@ def room_messages_page(*, project: Project, room: Room, page: str | None) -> Pag
     """A page of the room's messages, oldest first on the page; the newest page is the
     last and the default, and it is always full (page 1 holds the remainder): pages
     are cut from the newest end, read newest first with the room index and reversed."""
-    queryset = (
-        Memory.objects.for_project(project)
-        .filter(room=room, kind=Memory.Kind.MESSAGE)
-        .annotate(user_external_id=F("end_user__external_id"))
-    )
+    queryset = Memory.objects.for_project(project).filter(room=room, kind=Memory.Kind.MESSAGE)
     count = queryset.count()
     pages = max(1, math.ceil(count / PAGE_SIZE))
     number = page_number(page, pages=pages, default=pages)
     offset = (pages - number) * PAGE_SIZE
-    rows = list(queryset.order_by("-created_at", "-id")[offset : offset + PAGE_SIZE])
+    rows = list(
+        queryset.annotate(user_external_id=F("end_user__external_id"))
+        .defer(*NOT_SHOWN, "metadata")
+        .order_by("-created_at", "-id")[offset : offset + PAGE_SIZE]
+    )
     rows.reverse()
     return Page(items=rows, number=number, count=count)
 
@@ -205,9 +208,7 @@ def user_memories_page(
 ) -> Page:
     """A page of the user's memories, newest first. Without a date filter the count
     comes from ``summary`` (no COUNT query); with one, one COUNT."""
-    queryset = filters.apply(
-        Memory.objects.for_project(project).filter(end_user=end_user).with_external_ids()
-    )
+    queryset = filters.apply(Memory.objects.for_project(project).filter(end_user=end_user))
     if summary is not None and filters.start is None and filters.end is None:
         count = summary.count(kind=filters.kind, status=filters.status)
     else:
@@ -215,7 +216,11 @@ def user_memories_page(
     pages = max(1, math.ceil(count / PAGE_SIZE))
     number = page_number(page, pages=pages)
     offset = (number - 1) * PAGE_SIZE
-    rows = list(queryset.order_by("-created_at", "-id")[offset : offset + PAGE_SIZE])
+    rows = list(
+        queryset.with_external_ids()
+        .defer(*NOT_SHOWN)
+        .order_by("-created_at", "-id")[offset : offset + PAGE_SIZE]
+    )
     return Page(items=rows, number=number, count=count)
 
 

@@ -108,6 +108,16 @@ def test_rooms_and_filters(editor_page, owner, maria):
     assert page.locator("#memories article.memory").count() == 1
 
 
+def test_an_older_room_from_the_list(editor_page, owner, maria):
+    write(owner, *[{"user": "maria", "room": f"session-{i}", "content": f"hello from session {i}"}
+                   for i in range(8)])  # fmt: skip
+    page = editor_page
+    page.goto(user_url(owner, maria))
+    page.locator("select[aria-label='older rooms']").select_option(label="kitchen (3)")
+    page.locator("#room li.message", has_text="I adopted a cat").wait_for()
+    assert "Room kitchen" in page.locator("#room .result-line").inner_text()
+
+
 def test_edit_a_memory_and_see_it_through_the_api(editor_page, owner, maria):
     page = editor_page
     page.goto(user_url(owner, maria))
