@@ -91,9 +91,9 @@ class EmbeddingInline(admin.TabularInline):
 
 def in_locked_batches(queryset: QuerySet[Memory], apply: Callable[[list[Memory]], int]) -> int:
     """Call ``apply`` on the selected memories BATCH at a time, each batch locked (in id
-    order, as other writers lock) and committed on its own: a whole-table selection
-    neither holds every lock at once nor starts over after a failure. Returns the sum
-    of what ``apply`` returned."""
+    order: two overlapping actions wait for each other instead of deadlocking) and
+    committed on its own: a whole-table selection neither holds every lock at once nor
+    starts over after a failure. Returns the sum of what ``apply`` returned."""
     ids = list(queryset.order_by().values_list("pk", flat=True))
     done = 0
     for start in range(0, len(ids), BATCH):
@@ -315,9 +315,12 @@ def export_chunks(memories: QuerySet[Memory]) -> Iterator[str]:
     yield "]}"
 
 
-def changes_html(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
-    """The fields a revision changed, each as 'name: before → after' (escaped); a
-    creation or deletion shows the fields it set or removed."""
+def changes_html(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, *, limit: int = 0
+) -> str:
+    """The fields a revision changed, each as 'name: before → after' (escaped), each
+    value cut to ``limit`` characters if given; a creation or deletion shows the fields
+    it set or removed."""
     old, new = before or {}, after or {}
     names = [
         name
@@ -327,9 +330,10 @@ def changes_html(before: dict[str, Any] | None, after: dict[str, Any] | None) ->
     return format_html_join(
         "",
         "<div><b>{}</b>: {} → {}</div>",
-        ((name, _json(old.get(name)), _json(new.get(name))) for name in names),
+        ((name, _json(old.get(name), limit), _json(new.get(name), limit)) for name in names),
     )
 
 
-def _json(value: Any) -> str:
-    return "—" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+def _json(value: Any, limit: int) -> str:
+    text = "—" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return f"{text[: limit - 1]}…" if limit and len(text) > limit else text

@@ -22,6 +22,8 @@ from memories.models import (
     SettingsRevision,
 )
 
+CHANGE_SHOWN = 80  # characters of each value a revision list shows (its page: all)
+
 
 def memory_link(memory_id: Any) -> str:
     """A link to the memory's page (a deleted memory's page says it no longer exists)."""
@@ -41,7 +43,7 @@ class RevisionAdmin(ReadOnlyAdmin, LargeTableAdmin):
 
     @admin.display(description="changes (before → after)")
     def changes(self, revision: Any) -> str:
-        return changes_html(revision.before, revision.after)
+        return changes_html(revision.before, revision.after, limit=CHANGE_SHOWN)
 
     @admin.display(description="before")
     def before_json(self, revision: Any) -> str:

@@ -167,3 +167,13 @@ def test_small_lists_are_counted_exactly(admin_client, owner, count):
     write(owner.project, *[MemoryInput(content=f"note {i}") for i in range(count)])
     page = admin_client.get(LIST)
     assert page.context["cl"].result_count == count
+
+
+def test_the_revision_list_cuts_long_values_and_its_page_shows_them_whole(admin_client, owner):
+    text = "word " * 100
+    memory = write(owner.project, MemoryInput(content=text))[0]
+    revision = MemoryRevision.objects.get(memory_id=memory.pk)
+    listing = admin_client.get(admin_url(MemoryRevision), {"q": str(memory.pk)}).content.decode()
+    assert "&quot;word word" in listing and "…" in listing and text.strip() not in listing
+    page = admin_client.get(admin_url(MemoryRevision, "change", revision.pk)).content.decode()
+    assert text.strip() in page
