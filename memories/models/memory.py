@@ -138,6 +138,12 @@ class Memory(models.Model):
                 name="memory_embedding_pending",
                 condition=Q(embedding_status="pending"),
             ),
+            # a document's chunks in order: listing, publishing a version, deleting
+            models.Index(
+                fields=["document_id", "chunk_index"],
+                name="memory_document_chunk",
+                condition=Q(document_id__isnull=False),
+            ),
             # metadata containment filters (metadata @> {...})
             GinIndex(fields=["metadata"], name="memory_metadata_gin"),
             # keyword search (search_vector @@ tsquery)
