@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, Q
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from memories.models import EndUser, Memory, MemoryRevision, Project, Room
+from memories.models import EndUser, Memory, MemoryQuerySet, MemoryRevision, Project, Room
 from memories.services.memories import RESTORED_FIELDS
 
 PAGE_SIZE = 50
@@ -186,7 +186,7 @@ class MemoryFilters:
     start: datetime | None = None  # created_at >= start
     end: datetime | None = None  # created_at < end
 
-    def apply(self, queryset: QuerySet[Memory]) -> QuerySet[Memory]:
+    def apply(self, queryset: MemoryQuerySet) -> MemoryQuerySet:
         if self.kind:
             queryset = queryset.filter(kind=self.kind)
         if self.status:
