@@ -130,6 +130,8 @@ class Memory(models.Model):
                 fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"
             ),
             models.Index(fields=["project", "kind", "-created_at"], name="memory_project_kind"),
+            # the admin's memory list across projects, newest first
+            models.Index(fields=["-created_at", "-id"], name="memory_created"),
             # embedding cache lookups: is there already a vector for this text?
             models.Index(fields=["content_hash"], name="memory_content_hash"),
             # the embedding workers' claim query and the beat backfill

@@ -40,6 +40,9 @@ class ApiKey(models.Model):
 
     objects = ApiKeyQuerySet.as_manager()
 
+    class Meta:
+        verbose_name = "API key"
+
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.project})"
 
