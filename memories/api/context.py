@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.schema import ERROR_REF
 from memories.api.scoping import end_user_get, project_of, room_get
 from memories.api.serializers import external_id_field
 from memories.services.context import ContextResult, context_build
@@ -162,7 +163,13 @@ def _payload(result: ContextResult, explain: bool) -> dict[str, Any]:
 class ContextView(APIView):
     read_only_post = True  # building a context changes nothing an agent wrote
 
-    @extend_schema(request=ContextInputSerializer, responses=ContextOutputSerializer)
+    @extend_schema(
+        request=ContextInputSerializer,
+        responses={
+            200: ContextOutputSerializer,
+            404: OpenApiResponse(ERROR_REF, description="No such user or room in the project."),
+        },
+    )
     def post(self, request: Request) -> Response:
         """Everything to put in the prompt for this user and query: the synopsis, the
         facts ranked by 0.6 x similarity + 0.4 x confidence (the project's weights), working

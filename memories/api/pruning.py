@@ -100,6 +100,7 @@ class PruneView(APIView):
                 description="A real run, queued: follow it at /api/v1/prune/runs/{id}/.",
             ),
             403: OpenApiResponse(ERROR_REF, description="A real run with a read-only key."),
+            404: OpenApiResponse(ERROR_REF, description="No such user in the project."),
         },
     )
     def post(self, request: Request) -> Response:
