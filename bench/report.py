@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.ingestion_phase import documents_report
+
 
 def _f(value: Any) -> str:
     if value is None:
@@ -523,6 +525,7 @@ def report_print(results: dict[str, Any]) -> None:
     _header(results)
     _writes(results)
     _ingestion(results)
+    documents_report(results)
     _search(results)
     _buffer(results)
     _working(results)

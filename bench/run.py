@@ -16,7 +16,8 @@ On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load 
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
 recall at 1M ~3) and the quick one about 3; the room phases add about 1.5 minutes to
 the quick run (most of it the summaries) and 2.5 to the full one (twice the messages);
-the facts phase about 1 (full: 1.5), plus any wait for the worker to finish mining
+the documents phase about 2 (a 200-page PDF, measured with 1.2 cores busy with other
+work); the facts phase about 1 (full: 1.5), plus any wait for the worker to finish mining
 the earlier phases' user messages (it mines them in the background meanwhile; the wait
 is reported); access tracking, importance and pruning well under a minute at 10,000
 memories, about 1 more at 100,000; the context phase well under a minute per level,
@@ -33,7 +34,10 @@ HTTP from one client thread on one persistent connection:
    process paused (SIGSTOP: as if embedding ran on another machine);
 2. ingestion: from the first write until 10,000 messages are all embedded by the
    worker (messages/s), beside the bare model's batch throughput on the same texts in
-   this process with the worker's torch thread count, and the ratio;
+   this process with the worker's torch thread count, and the ratio; then documents
+   (bench/ingestion_phase.py): a 200-page PDF uploaded to POST /api/v1/documents/ until
+   every chunk is embedded (pages/s, chunks/s, the stages the document reports), beside
+   the bare model on the same chunks; the document is deleted after;
 3. search: p50/p95 per mode (auto, vector, keyword, hybrid), with and without a user
    filter, with the server's own timings (query embedding apart), at each level: 10,000
    memories (the ingested ones) and (full) 100,000 and 1,000,000, bulk-loaded straight
@@ -115,6 +119,11 @@ from bench.context_phase import (  # noqa: E402
     context_phases_run,
 )
 from bench.corpus import Corpus, corpus_load, distinct_texts  # noqa: E402
+from bench.ingestion_phase import (  # noqa: E402
+    DOCUMENT_PHASES,
+    document_phase,
+    document_phases_run,
+)
 from bench.maintenance_phases import (  # noqa: E402
     MAINTENANCE_PHASES,
     fact_messages_planned,
@@ -134,6 +143,9 @@ from bench.stack import (  # noqa: E402
     quiet_wait,
     scratch_reset,
 )
+
+# the phases a try-out (--only) can name
+ONLY_PHASES = DOCUMENT_PHASES + ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES
 
 PLANS = {
     "quick": Plan(
@@ -221,9 +233,9 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument(
         "--only", type=_only_phases, metavar="NAME,NAME",
-        help=f"a short try-out: the warm-up, the ingestion and only these room, "
+        help=f"a short try-out: the warm-up, the ingestion and only these document, room, "
         f"maintenance, context and console phases "
-        f"({', '.join(ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES)}), "
+        f"({', '.join(ONLY_PHASES)}), "
         "the latter three at "
         "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
@@ -278,12 +290,14 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     if only is None:
         bench.raw_model()
     bench.ingestion()
-    if only is not None:  # a try-out of some room, maintenance and context phases
+    if only is not None:  # a try-out of some document, room, maintenance and context phases
+        document_phases_run(bench, only)
         room_phases_run(bench, only)
         maintenance_phases_run(bench, only)
         context_phases_run(bench, only)
         console_phases_run(bench, only)
         return
+    document_phase(bench)  # the PDF is deleted after: later phases see the same memories
     bench.search_level()
     context_phase(bench)
     bench.recall()
@@ -392,7 +406,7 @@ def main() -> int:
 
 def _only_phases(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    known = ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES
+    known = ONLY_PHASES
     unknown = [name for name in names if name not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"choose among {', '.join(known)}")
