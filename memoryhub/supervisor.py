@@ -148,6 +148,7 @@ class Watch:
     last_exit: str | None = None
     waiting_for: tuple[str, ...] = ()
     since: float = field(default_factory=time.time)  # wall clock of its last change of state
+    pid: int | None = None
 
 
 class Supervisor:
@@ -172,7 +173,9 @@ class Supervisor:
         """Supervise ``service``, starting it first unless it already runs."""
         if start:
             service.start()
-        self.watches[service.name] = Watch(service=service, up_since=time.monotonic())
+        self.watches[service.name] = Watch(
+            service=service, up_since=time.monotonic(), pid=service.pid()
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set; raises SupervisorGaveUp when a service keeps failing."""
@@ -202,6 +205,7 @@ class Supervisor:
                 if ended is None:
                     if watch.attempt and now - watch.up_since >= self.policy.stable_after:
                         watch.attempt = 0
+                    self._pid_check(watch)
                     continue
                 self._failed(watch, ended, now, blamed=down & set(watch.service.needs))
             elif now >= watch.restart_at:
@@ -244,8 +248,16 @@ class Supervisor:
             self._failed(watch, f"could not start: {exc}", now, blamed=set())
             return
         watch.state, watch.up_since, watch.since = "up", time.monotonic(), time.time()
-        watch.restarts += 1
-        self.say(f"{name} started again (pid {watch.service.pid()}, restart {watch.restarts})")
+        watch.restarts, watch.pid = watch.restarts + 1, watch.service.pid()
+        self.say(f"{name} started again (pid {watch.pid}, restart {watch.restarts})")
+
+    def _pid_check(self, watch: Watch) -> None:
+        """A server restarted by someone else between two looks (pg_ctl restart) is
+        noted, not counted."""
+        pid = watch.service.pid()
+        if pid != watch.pid:
+            self.say(f"{watch.service.name} now runs as pid {pid} (restarted outside the hub)")
+            watch.pid, watch.since = pid, time.time()
 
     def stop_all(self) -> None:
         """Stop every service: all are asked at once, then waited for, the last watched

@@ -198,6 +198,39 @@ def test_run_returns_when_the_stop_event_is_set(supervisor, tmp_path):
     assert not runner.is_alive()
 
 
+class Restartable:
+    """A server that someone else restarts: it runs on, under another pid."""
+
+    name, log_path, needs = "postgres", Path("/nowhere/log"), ()
+
+    def __init__(self) -> None:
+        self.current = 100
+
+    def start(self) -> None: ...
+
+    def ended(self) -> str | None:
+        return None
+
+    def pid(self) -> int | None:
+        return self.current
+
+    def stop_begin(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def test_a_server_restarted_outside_the_hub_is_noted_not_counted(supervisor, said):
+    server = Restartable()
+    supervisor.watch(server, start=False)
+    supervisor.poll()
+    server.current = 200
+    supervisor.poll()
+    supervisor.poll()
+    assert said == ["postgres now runs as pid 200 (restarted outside the hub)"]
+    assert supervisor.watches["postgres"].restarts == 0
+    assert list(supervisor.watches["postgres"].failures) == []
+
+
 def test_an_old_state_file_is_no_hub(tmp_path):
     (tmp_path / STATE_FILE).write_text('{"status": "running", "updated_at": 1000, "services": {}}')
     assert hub_state_read(tmp_path) is None
