@@ -26,6 +26,7 @@ def too_large_response() -> Response:
     return Response(
         {
             "detail": f"Uploads are limited to {max_upload_mb()} MB (INGESTION_MAX_UPLOAD_MB).",
+            "limit": max_upload_bytes(),  # in bytes, as every 413 of the API says it
             "max_upload_mb": float(max_upload_mb()),
         },
         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,

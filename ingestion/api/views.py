@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,6 +31,7 @@ from ingestion.services.documents import (
     document_delete,
     document_reingest,
 )
+from memories.api.parsers import DepthLimitedJSONParser
 from memories.api.scoping import actor_of, parse_uuid, project_of
 from memories.models import EndUser
 
@@ -59,13 +60,18 @@ def _cursor_encode(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
 
 
+CURSOR_MAX_CHARS = 200
+
+
 def _cursor_decode(cursor: str) -> list[Any]:
     try:
+        if len(cursor) > CURSOR_MAX_CHARS:  # ours are ~80: anything longer is not one
+            raise ValueError
         values = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if not isinstance(values, list):
             raise ValueError
         return values
-    except ValueError:
+    except (ValueError, RecursionError):
         raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
 
 
@@ -96,7 +102,7 @@ def _upload_of(request: Request) -> DocumentUpload:
 
 @extend_schema(tags=["documents"])
 class DocumentListView(APIView):
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [DepthLimitedJSONParser, MultiPartParser]
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, UploadTooLarge):  # also raised while the body is parsed

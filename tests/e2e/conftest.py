@@ -81,9 +81,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(chromium_path: str) -> Iterator[Any]:
-    """One headless Chromium for the session."""
+    """One headless Chromium for the browser tests. Playwright's sync API keeps an
+    event loop running on the main thread while it is open: it is closed when the
+    browser tests are done, so that later tests may run their own (asyncio.run)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
