@@ -136,6 +136,7 @@ def test_an_upload_announced_over_the_cap_is_refused_before_its_body_is_read(own
     assert response.json() == {
         "detail": "Uploads are limited to 20 MB (INGESTION_MAX_UPLOAD_MB).",
         "max_upload_mb": 20.0,
+        "limit": 20 * 1024 * 1024,
     }
     assert ExplodingStream.reads == 0
 
