@@ -186,7 +186,7 @@ def memoryhub_phases(
     args: argparse.Namespace, hub: Hub, monitor: Monitor, workload: dict[str, Any]
 ) -> dict[str, Any]:
     """The warm-up, the first bare-model run, then ingestion and searches over HTTP."""
-    key = hub.manage("create_api_key", "--project", "mem0-compare").strip()
+    key = hub.api_key_unthrottled("mem0-compare")
     api = Api(hub.port, key)
     with psycopg.connect(hub.database_conninfo(), autocommit=True) as db:
         monitor.start()

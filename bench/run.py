@@ -325,7 +325,7 @@ def measure(
     """Start the hub and run every phase into ``results``; the hub is left running."""
     print(f"[{time.strftime('%H:%M:%S')}] starting the hub on port {hub.port}", flush=True)
     results["hub_ready_seconds"] = round(hub.start(), 1)
-    key = hub.manage("create_api_key", "--project", PROJECT, "--name", "bench").strip()
+    key = hub.api_key_unthrottled(PROJECT, "--name", "bench")
     monitor.start()
     api = Api(hub.port, key)
     bench: Bench | None = None
