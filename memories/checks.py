@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -34,3 +35,35 @@ def moved_environment_variables(
         for variable, setting in MOVED_TO_PROJECT_SETTINGS.items()
         if variable in os.environ
     ]
+
+
+@checks.register()
+def embedding_runtime(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """An error for an EMBEDDING_RUNTIME the local provider does not know or cannot load
+    (without loading the model: the ONNX graphs themselves are exported at first use)."""
+    from django.conf import settings
+
+    from memories.embedding_runtimes import RUNTIMES
+
+    config = settings.EMBEDDING
+    runtime = config.get("RUNTIME", "torch")
+    if config["PROVIDER"] != "local":
+        return []
+    if runtime not in RUNTIMES:
+        return [
+            checks.Error(
+                f"EMBEDDING_RUNTIME={runtime!r} is not a runtime of the local model.",
+                hint=f"Set one of {', '.join(RUNTIMES)}.",
+                id="memories.E001",
+            )
+        ]
+    module = "torch" if runtime == "torch" else "onnxruntime"
+    if importlib.util.find_spec(module) is None:
+        return [
+            checks.Error(
+                f"EMBEDDING_RUNTIME={runtime} needs the {module} package, not installed.",
+                hint="Install the project's dependencies again (make run does it).",
+                id="memories.E002",
+            )
+        ]
+    return []

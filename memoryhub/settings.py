@@ -321,6 +321,9 @@ EMBEDDING: dict[str, Any] = {
     # (a deterministic bag-of-words embedder for tests that only need vectors)
     "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
     "MODEL": os.environ.get("EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
+    # what runs the local model: torch, onnx-fp32 or onnx-int8 (ONNX Runtime on graphs
+    # exported once into DATA_DIR/models/ at first use; memories/embedding_runtimes.py)
+    "RUNTIME": os.environ.get("EMBEDDING_RUNTIME", "torch"),
     "DIMENSION": env_int("EMBEDDING_DIMENSION", 384),
     "BATCH_SIZE": env_int("EMBEDDING_BATCH_SIZE", 64),  # texts per model forward pass
     # memories a worker claims at once: the model sorts one call's texts by length
