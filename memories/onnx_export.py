@@ -252,7 +252,9 @@ def _int8_quantize_steps(source: Path, target: Path) -> None:
         MatMulNBitsQuantizer,
     )
 
-    logging.getLogger().setLevel(logging.WARNING)  # again: importing set basicConfig's INFO
+    # again (importing set basicConfig INFO); ERROR: quantize_dynamic warns that it was not
+    # given a pre-processed graph, advice for static quantization
+    logging.getLogger().setLevel(logging.ERROR)
     logging.getLogger(MatMulNBitsQuantizer.__module__).setLevel(logging.WARNING)
     graph = onnx.load(str(source), load_external_data=False)
     feed_forward = [node.name for node in graph.graph.node if re.search(FEED_FORWARD, node.name)]

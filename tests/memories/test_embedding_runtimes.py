@@ -220,3 +220,20 @@ def test_an_unknown_runtime_is_a_system_check_error(settings):
     assert [message.id for message in embedding_runtime()] == ["memories.E001"]
     settings.EMBEDDING = {**settings.EMBEDDING, "RUNTIME": "onnx-int8"}
     assert embedding_runtime() == []
+
+
+def test_the_command_exports_then_keeps_a_current_export(tmp_path, fake_steps, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.DATA_DIR = tmp_path
+    outputs = [StringIO() for _ in range(3)]
+    call_command("export_onnx", stdout=outputs[0])
+    call_command("export_onnx", stdout=outputs[1])
+    assert len(fake_steps) == 1
+    call_command("export_onnx", "--force", stdout=outputs[2])
+    assert len(fake_steps) == 2
+    assert "Exported to" in outputs[0].getvalue() and "Exported to" in outputs[2].getvalue()
+    assert "are current" in outputs[1].getvalue()
+    assert (tmp_path / "models" / "all-MiniLM-L6-v2" / "model-int8.onnx").is_file()
