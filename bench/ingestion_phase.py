@@ -235,8 +235,8 @@ def documents_report(results: dict[str, Any]) -> None:
         f"  bare model on LoCoMo turns (raw model phase): "
         f"{_or_dash(figures['raw_model_per_second'])} texts/s; chunks average "
         f"{bare['mean_wordpieces']} word pieces, {bare['chunks_cut_by_model']} of "
-        f"{figures['chunks']} longer than the model's {bare['max_seq_length']} (their tail "
-        f"is not embedded)\n"
+        f"{figures['chunks']} longer than the model's {bare['max_seq_length']} (the hub embeds "
+        f"them as windows; the bare model row reads only their first {bare['max_seq_length']})\n"
         f"  load average before {figures['load_average_before']}, after "
         f"{figures['load_average_after']}"
     )
