@@ -164,7 +164,10 @@ def test_leftovers_of_a_killed_main_process_are_killed_before_it_starts_again(su
     )
     parent = child(tmp_path, "worker", code)
     supervisor.watch(parent)
-    line = wait_until(lambda: "pool" in parent.log_path.read_text(), timeout=10)
+    # the log appears once the child has started writing: wait for the file too
+    line = wait_until(
+        lambda: parent.log_path.exists() and "pool" in parent.log_path.read_text(), timeout=10
+    )
     assert line
     pool = int(parent.log_path.read_text().split()[1])
     os.kill(parent.pid(), signal.SIGKILL)
