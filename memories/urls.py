@@ -1,7 +1,7 @@
 from django.urls import path
 
 from memories import views
-from memories.views import auth, memory_edit, projects, user_page, users
+from memories.views import auth, memory_edit, projects, user_page, user_panels, users
 
 # the console: /dashboard/ lists projects; a project's pages live under /dashboard/p/<id>/
 project = "dashboard/p/<int:project_id>/"
@@ -33,6 +33,24 @@ urlpatterns = [
     path(f"{user}search/", user_page.user_search, name="console-user-search"),
     path(f"{user}rooms/<int:room_id>/", user_page.user_room, name="console-user-room"),
     path(f"{user}forget/", memory_edit.user_forget, name="console-user-forget"),
+    # the user page's panels (views/user_panels.py)
+    path(f"{user}synopsis/", user_panels.user_synopsis, name="console-user-synopsis"),
+    path(
+        f"{user}synopsis/refresh/",
+        user_panels.user_synopsis_refresh,
+        name="console-user-synopsis-refresh",
+    ),
+    path(
+        f"{user}synopsis/<str:part>/edit/",
+        user_panels.user_synopsis_edit,
+        name="console-user-synopsis-edit",
+    ),
+    path(
+        f"{user}synopsis/<str:part>/lock/",
+        user_panels.user_synopsis_lock,
+        name="console-user-synopsis-lock",
+    ),
+    path(f"{user}context/", user_panels.user_context_preview, name="console-user-context"),
     path(memory, memory_edit.memory_row, name="console-memory-row"),
     path(f"{memory}embedding/", memory_edit.memory_embedding, name="console-memory-embedding"),
     path(f"{memory}edit/", memory_edit.memory_edit, name="console-memory-edit"),

@@ -80,9 +80,12 @@ def context_build(
     encoding: str | None = None,
     similarity_weight: float | None = None,
     confidence_weight: float | None = None,
+    record_access: bool = True,
 ) -> ContextResult:
     """What to put in the prompt for this user (and room) and this query (or the last
-    turns of ``messages``), within ``max_tokens`` (default: the project's)."""
+    turns of ``messages``), within ``max_tokens`` (default: the project's). Without
+    ``record_access`` (the console's preview: an operator looking, not an agent using
+    the memories) nothing is recorded: no accesses, no savings in the user's totals."""
     clock = time.perf_counter()
     timings: dict[str, float] = {}
     config = project_settings_get(project=end_user.project)
@@ -118,9 +121,10 @@ def context_build(
         prompt, total = fit(sections, max_tokens, encoding)
     with _timed(timings, "accounting"):
         full = history_tokens(end_user=end_user, room=room, encoding=encoding)
-        savings_record(end_user=end_user, served=total, full=full)
-        served = [c.key for s in sections if s.name == "retrieved" for c in s.items]
-        accesses_record(project=end_user.project, memory_ids=served)
+        if record_access:
+            savings_record(end_user=end_user, served=total, full=full)
+            served = [c.key for s in sections if s.name == "retrieved" for c in s.items]
+            accesses_record(project=end_user.project, memory_ids=served)
     timings["total"] = (time.perf_counter() - clock) * 1000
     return ContextResult(
         query=query, sections=sections, duplicates=duplicates, prompt=prompt,
