@@ -18,5 +18,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("health/", health.health, name="health"),
     path("ready/", health.ready, name="ready"),
+    path("", include("ingestion.urls")),  # the console's Documents tab
     path("", include("memories.urls")),
 ]
