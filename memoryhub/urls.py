@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from memories.api import health
 from memories.forms import AdminLoginForm
 from memories.views import auth as console_auth
+from memoryhub import errors
 
 # the admin's login counts failures and refuses when throttled, as the console's does
 admin.site.login_form = AdminLoginForm
@@ -21,3 +22,6 @@ urlpatterns = [
     path("", include("ingestion.urls")),  # the console's Documents tab
     path("", include("memories.urls")),
 ]
+
+# an unknown URL under /api/ (a run id that is not a number, a typo) is the API's JSON 404
+handler404 = errors.not_found

@@ -409,3 +409,13 @@ def test_a_list_as_metadata_is_refused_as_the_schema_says(owner):
     response = owner.client.post("/api/v1/users/", {"external_id": "bob", "metadata": [1]})
     assert response.status_code == 400
     assert response.json() == {"metadata": ["Must be a JSON object."]}
+
+
+def test_a_url_no_pattern_matches_is_the_apis_json_404_and_the_consoles_page(owner, client):
+    # the prune run pattern wants a number: "latest" matches no URL and never reaches DRF
+    response = owner.client.get("/api/v1/prune/runs/latest/")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found."}
+    page = client.get("/dashboard/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

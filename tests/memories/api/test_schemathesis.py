@@ -98,9 +98,8 @@ bounded = settings(
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-# A run id that is not a number matches no URL: Django's HTML 404, not the API's JSON one
-# (schemathesis sends /api/v1/prune/runs/null%2Cnull/). Walked apart, expected to fail
-# until the API answers JSON there.
+# A run id that is not a number matches no URL (schemathesis sends
+# /api/v1/prune/runs/null%2Cnull/): memoryhub.errors.not_found answers the API's JSON 404.
 NOT_A_NUMBER = "/api/v1/prune/runs/{run_id}/"
 
 
@@ -112,11 +111,6 @@ def test_the_api_does_what_its_schema_says(case, owner, objects):
     _call_and_check(case, owner, objects)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="GET /api/v1/prune/runs/{run_id}/ with a run id that is not a number answers "
-    "Django's HTML 404 (the URL pattern is <int:run_id>), the schema says JSON",
-)
 @pytest.mark.django_db(transaction=True)
 @schema.include(path=NOT_A_NUMBER).parametrize()
 @bounded

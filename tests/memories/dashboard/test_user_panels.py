@@ -37,9 +37,11 @@ def maria(owner):
     """Maria: a conversation about her cat in the kitchen, a fact, a goal."""
     write(
         owner,
-        {"user": "maria", "room": "kitchen", "role": "user", "content": "I adopted a cat called Miso",
+        {"user": "maria", "room": "kitchen", "role": "user",
+         "content": "I adopted a cat called Miso",
          "created_at": (NOW - timedelta(days=3)).isoformat()},
-        {"user": "maria", "room": "kitchen", "role": "assistant", "content": "Miso is a lovely name!",
+        {"user": "maria", "room": "kitchen", "role": "assistant",
+         "content": "Miso is a lovely name!",
          "created_at": (NOW - timedelta(days=3, minutes=-1)).isoformat()},
         {"user": "maria", "room": "garden", "role": "user", "content": "The tomatoes are ripe",
          "created_at": (NOW - timedelta(days=1)).isoformat()},
@@ -305,7 +307,9 @@ def test_a_viewer_gets_403_on_every_change(owner, viewer, maria):
     ]
     for target, data in posts:
         assert viewer.post(target, data).status_code == 403, target
-    assert viewer.get(url("console-user-synopsis-edit", owner, maria, "identity")).status_code == 403
+    assert (
+        viewer.get(url("console-user-synopsis-edit", owner, maria, "identity")).status_code == 403
+    )
     row = Synopsis.objects.get(end_user=maria)
     assert row.identity_text == "Maria lives in Lisbon." and not row.identity_locked
     assert not SynopsisRevision.objects.exists()
@@ -326,9 +330,12 @@ def test_another_projects_user_is_a_404(owner, outsider, editor, maria):
 
 
 def test_an_unknown_part_is_a_404(owner, editor, maria):
-    assert editor.post(
-        url("console-user-synopsis-lock", owner, maria, "mood"), {"locked": "true"}
-    ).status_code == 404
+    assert (
+        editor.post(
+            url("console-user-synopsis-lock", owner, maria, "mood"), {"locked": "true"}
+        ).status_code
+        == 404
+    )
 
 
 def test_the_404_page_looks_like_the_console_and_links_back(owner, outsider, editor, maria):
