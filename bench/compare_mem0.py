@@ -87,7 +87,7 @@ from bench.mem0_side import (  # noqa: E402
     mem0_venv,
     ours_version,
 )
-from bench.model import ENCODE_OPTIONS, model_load  # noqa: E402
+from bench.model import model_load  # noqa: E402
 from bench.stack import (  # noqa: E402
     REPO,
     Hub,
@@ -112,7 +112,7 @@ def say(message: str = "") -> None:
 def _batch_seconds(model: Any, texts: list[str]) -> float:
     started = time.perf_counter()
     for i in range(0, len(texts), MODEL_BATCH):
-        model.encode(texts[i : i + MODEL_BATCH], batch_size=MODEL_BATCH, **ENCODE_OPTIONS)
+        model.encode(texts[i : i + MODEL_BATCH], batch_size=MODEL_BATCH)
     return time.perf_counter() - started
 
 
@@ -120,21 +120,21 @@ def _single_ms(model: Any, texts: list[str]) -> list[float]:
     single = []
     for text in texts:
         started = time.perf_counter()
-        model.encode([text], batch_size=1, **ENCODE_OPTIONS)
+        model.encode([text], batch_size=1)
         single.append((time.perf_counter() - started) * 1000)
     return single
 
 
-def raw_model(workload: dict[str, Any], threads: int, sorted_too: bool) -> dict[str, Any]:
-    """The bare model in this process: batch throughput over every turn (calls of
-    MODEL_BATCH, in workload order, as the worker calls it once per claimed batch) and
-    each question embedded alone; with ``sorted_too`` also every turn in one call, which
-    sentence-transformers sorts by length (less padding: a ceiling no batch-at-a-time
-    pipeline reaches)."""
+def raw_model(
+    workload: dict[str, Any], threads: int, sorted_too: bool, data_dir: Path
+) -> dict[str, Any]:
+    """The bare model in this process, on the hub's runtime (bench/model.py): batch
+    throughput over every turn (calls of MODEL_BATCH, in workload order, as the worker
+    calls it once per claimed batch) and each question embedded alone; with
+    ``sorted_too`` also every turn in one call, which the runtime sorts by length (less
+    padding: a ceiling no batch-at-a-time pipeline reaches)."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    import torch
-
-    model = model_load(threads)
+    model = model_load(threads, data_dir)
     texts = [m["content"] for m in workload["messages"]]
     warmup = workload["warmup"]
     _batch_seconds(model, [m["content"] for m in warmup["messages"]])
@@ -143,12 +143,13 @@ def raw_model(workload: dict[str, Any], threads: int, sorted_too: bool) -> dict[
     sorted_per_second = None
     if sorted_too:
         started = time.perf_counter()
-        model.encode(texts, batch_size=MODEL_BATCH, **ENCODE_OPTIONS)
+        model.encode(texts, batch_size=MODEL_BATCH)
         sorted_per_second = round(len(texts) / (time.perf_counter() - started), 2)
     single = _single_ms(model, [query["text"] for query in workload["queries"]])
-    tokens = [len(ids) for ids in model.tokenizer(texts)["input_ids"]]
+    tokens = model.token_counts(texts)
     return {
-        "torch_threads": torch.get_num_threads(),
+        "runtime": model.name,
+        "threads": threads,
         "texts": len(texts),
         "batch_size": MODEL_BATCH,
         "mean_tokens": round(statistics.fmean(tokens), 1),
@@ -161,12 +162,12 @@ def raw_model(workload: dict[str, Any], threads: int, sorted_too: bool) -> dict[
 
 def raw_phase(
     name: str, workload: dict[str, Any], args: argparse.Namespace, monitor: Monitor, *,
-    sorted_too: bool = False,
+    data_dir: Path, sorted_too: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     monitor.quiet_wait(args.quiet_wait, SKEW_CORES)
     monitor.phase = name
     say(f"  {name}: batch throughput and single-query embedding ...")
-    run = raw_model(workload, args.threads, sorted_too)
+    run = raw_model(workload, args.threads, sorted_too, data_dir)
     extra = (
         f" ({run['one_call_sorted_per_second']:.1f}/s in one length-sorted call)"
         if sorted_too
@@ -192,7 +193,9 @@ def memoryhub_phases(
         monitor.start()
         monitor.phase = "warm-up"
         ours_warmup(api, db, workload, K)
-        raw = raw_phase("raw model (before)", workload, args, monitor, sorted_too=True)
+        raw = raw_phase(
+            "raw model (before)", workload, args, monitor, data_dir=hub.data_dir, sorted_too=True
+        )
         monitor.quiet_wait(args.quiet_wait, SKEW_CORES)
         monitor.phase = "MemoryHub ingest"
         say(f"  MemoryHub: writing {len(workload['messages'])} turns, {WRITE_BATCH} a request ...")
@@ -221,7 +224,9 @@ def measure(
         settings=mem0_settings(threads=args.threads, k=K, hub=hub, scratch=scratch),
         monitor=monitor,
     )
-    measured["raw_runs"].append(raw_phase("raw model (after)", workload, args, monitor))
+    measured["raw_runs"].append(
+        raw_phase("raw model (after)", workload, args, monitor, data_dir=hub.data_dir)
+    )
     monitor.phase = "stop"
     return {**measured, "server": server}
 

@@ -44,7 +44,8 @@ def raw_ceiling(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The model's ceiling: the better of the raw runs (other processes on the machine
     only ever slow a run down), so the targets are judged against the harder figure."""
     return {
-        "torch_threads": runs[0]["torch_threads"],
+        "runtime": runs[0].get("runtime", "torch"),
+        "threads": runs[0].get("threads", runs[0].get("torch_threads")),
         "batch_size": runs[0]["batch_size"],
         "mean_tokens": runs[0]["mean_tokens"],
         "per_second": max(run["per_second"] for run in runs),
@@ -251,9 +252,10 @@ def _comparison_print(result: dict[str, Any]) -> None:
 def _raw_model_print(raw: dict[str, Any]) -> None:
     runs = " and ".join(f"{run['per_second']:.1f}" for run in raw["runs"])
     say(
-        f"raw model (this process, batches of {raw['batch_size']}, {raw['torch_threads']} torch "
-        f"thread(s), {raw['mean_tokens']} tokens per turn): {runs} turns/s before and after "
-        f"the two systems ran; the better, {raw['per_second']:.1f}/s, is the ceiling "
+        f"raw model (this process, {raw['runtime']}, batches of {raw['batch_size']}, "
+        f"{raw['threads']} thread(s), {raw['mean_tokens']} tokens per turn): {runs} turns/s "
+        f"before and after the two systems ran; the better, {raw['per_second']:.1f}/s, is the "
+        "ceiling "
         f"(all turns in one length-sorted call: {fmt(raw['runs'][0]['one_call_sorted_per_second'])}"
         "/s)"
     )

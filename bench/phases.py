@@ -14,7 +14,7 @@ import psycopg
 from bench.bulk import BulkLoader
 from bench.client import Api, encode, summary
 from bench.corpus import USERS, Corpus, query_stream
-from bench.model import ENCODE_OPTIONS, model_load, model_throughput
+from bench.model import model_load, model_throughput
 from bench.recall import hnsw_recall
 from bench.stack import Hub, Monitor
 
@@ -136,6 +136,7 @@ class Bench:
             threads=self.threads,
             batch_size=self.embed_batch,
             sorted_too=plan.raw_sorted,
+            data_dir=self.hub.data_dir,
         )
         self.results["raw_model"]["foreign_cpu_cores"] = self.foreign("raw_model")
 
@@ -215,8 +216,8 @@ class Bench:
     def embed(self, texts: list[str]) -> Any:
         """Vectors of ``texts`` by the hub's model, loaded in this process on first use."""
         if self._model is None:
-            self._model = model_load(self.threads)
-        return self._model.encode(texts, batch_size=self.embed_batch, **ENCODE_OPTIONS)
+            self._model = model_load(self.threads, self.hub.data_dir)
+        return self._model.encode(texts, batch_size=self.embed_batch)
 
     def bulk_load(self, level: int) -> bool:
         """Grow the project to ``level`` memories with bulk-loaded ones (bench/bulk.py);

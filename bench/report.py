@@ -103,7 +103,8 @@ def _ingestion(results: dict[str, Any]) -> None:
     if raw:
         single = raw["single_query_ms"]
         print(
-            f"  bare model: torch threads {raw['torch_threads']}, "
+            f"  bare model: {raw.get('runtime', 'torch')}, "
+            f"threads {raw.get('threads', raw.get('torch_threads'))}, "
             f"mean {raw['mean_tokens']} tokens per text; one question at a time "
             f"p50 {single['p50']} ms, p95 {single['p95']} ms"
         )

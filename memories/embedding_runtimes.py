@@ -21,6 +21,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 RUNTIMES = ("torch", "onnx-fp32", "onnx-int8")
+DEFAULT_RUNTIME = "onnx-int8"  # the fastest within 0.5 recall points of torch (BENCHMARKS.md)
 
 
 class ModelRuntime(Protocol):

@@ -21,6 +21,7 @@ import dj_database_url
 from celery.schedules import crontab
 from kombu import Queue
 
+from memories.embedding_runtimes import DEFAULT_RUNTIME
 from memoryhub import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -325,7 +326,7 @@ EMBEDDING: dict[str, Any] = {
     # exported once into DATA_DIR/models/ at first use; memories/embedding_runtimes.py).
     # int8: 2.3 ms a query instead of torch's 12.4, 1.8x the texts/s, a third of the
     # memory, the same LoCoMo recall@10 (bench/runtimes.py)
-    "RUNTIME": os.environ.get("EMBEDDING_RUNTIME", "onnx-int8"),
+    "RUNTIME": os.environ.get("EMBEDDING_RUNTIME", DEFAULT_RUNTIME),
     "DIMENSION": env_int("EMBEDDING_DIMENSION", 384),
     "BATCH_SIZE": env_int("EMBEDDING_BATCH_SIZE", 64),  # texts per model forward pass
     # memories a worker claims at once: the model sorts one call's texts by length
