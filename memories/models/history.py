@@ -10,7 +10,11 @@ from memories.models.tenancy import Project, Room
 
 
 class MemoryRevision(models.Model):
-    """Every change to a memory: who, when, what it was before and after."""
+    """Every change to a memory: who, when, what it was before and after.
+
+    ``memory_id`` is the memory's pk (internal), ``memory_public_id`` the id its
+    clients address it by (Memory.public_id): a memory's history is looked up by the
+    latter within the project, also after the memory was deleted."""
 
     class Action(models.TextChoices):
         CREATE = "create"
@@ -27,6 +31,7 @@ class MemoryRevision(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="revisions")
     memory_id = models.UUIDField()  # not a foreign key: revisions outlive deleted memories
+    memory_public_id = models.UUIDField()
     action = models.CharField(max_length=16, choices=Action.choices)
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     actor = models.CharField(max_length=200)  # key prefix, operator username or task name
@@ -37,7 +42,9 @@ class MemoryRevision(models.Model):
     class Meta:
         indexes = [
             # a memory's history, newest first
-            models.Index(fields=["project", "memory_id", "-created_at"], name="revision_memory"),
+            models.Index(
+                fields=["project", "memory_public_id", "-created_at"], name="revision_memory_public"
+            ),
         ]
 
     def __str__(self) -> str:

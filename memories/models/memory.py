@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.postgres.indexes import GinIndex
@@ -23,6 +24,15 @@ def content_hash(text: str) -> str:
 
 
 class MemoryQuerySet(models.QuerySet["Memory"]):
+    def bulk_create(  # type: ignore[override]
+        self, objs: Iterable[Memory], *args: Any, **kwargs: Any
+    ) -> list[Memory]:
+        """As Django's, giving a memory without a public id its pk as one (see Memory)."""
+        memories = list(objs)
+        for memory in memories:
+            memory.public_id_default()
+        return super().bulk_create(memories, *args, **kwargs)  # type: ignore[arg-type,return-value]
+
     def for_project(self, project: Project | int) -> MemoryQuerySet:
         return self.filter(project=project)
 
@@ -46,7 +56,22 @@ class MemoryQuerySet(models.QuerySet["Memory"]):
 
 
 class Memory(models.Model):
-    """One remembered thing of any kind: a turn, a summary, a fact, a document chunk…"""
+    """One remembered thing of any kind: a turn, a summary, a fact, a document chunk…
+
+    Two ids. ``id`` (the pk) is the hub's own: every foreign key (Embedding, embedding
+    windows), revision row (``MemoryRevision.memory_id``) and internal lookup uses it,
+    and no client ever sees it. ``public_id`` is the id clients see and address, unique
+    within the project (``memory_public_id``): a client may choose it (for idempotent
+    retries) without learning or blocking anything of another project. Without a client
+    id both are the same fresh uuid4; with client id X, ``public_id`` is X and ``id`` is
+    X too unless some memory anywhere already has pk X (then a fresh uuid4: unpredictable,
+    so no tenant can occupy it in advance).
+
+    Stored references that clients read hold public ids, always resolved within the
+    memory's own project: ``source_ids`` (what a summary or fact derives from),
+    ``metadata["superseded_by"]``, a synopsis' source memory ids, a prune run's ids.
+    The API, exports and imports therefore pass them through unchanged.
+    """
 
     class Kind(models.TextChoices):
         MESSAGE = "message"
@@ -77,6 +102,9 @@ class Memory(models.Model):
         FAILED = "failed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # the id clients see, unique within the project (see the class docstring); save()
+    # and bulk_create() default it to the pk
+    public_id = models.UUIDField(editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memories")
     end_user = models.ForeignKey(
         EndUser, null=True, blank=True, on_delete=models.CASCADE, related_name="memories"
@@ -152,6 +180,9 @@ class Memory(models.Model):
             GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
         ]
         constraints = [
+            # a client-chosen id is unique within its project, not across the hub; also
+            # the index of every lookup by (project, public id)
+            models.UniqueConstraint(fields=["project", "public_id"], name="memory_public_id"),
             # `unique` writes: one copy of a text per user, room and kind
             models.UniqueConstraint(
                 fields=["project", "end_user", "room", "kind", "content_hash"],
@@ -163,6 +194,16 @@ class Memory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.content[:60]}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.public_id_default()
+        super().save(*args, **kwargs)
+
+    def public_id_default(self) -> None:
+        """Give a new memory without a public id its pk as one (a deferred public id,
+        absent from __dict__, is left alone: reading it would query)."""
+        if self.__dict__.get("public_id", False) is None:
+            self.public_id = self.pk
 
     # what a revision records before and after a change
     SNAPSHOT_FIELDS = (

@@ -354,8 +354,9 @@ def memories_delete(
         cursor.execute(
             f"""
             INSERT INTO memories_memoryrevision
-                (project_id, memory_id, action, actor_type, actor, before, after, created_at)
-            SELECT project_id, id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
+                (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
+                 after, created_at)
+            SELECT project_id, id, public_id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
             FROM memories_memory WHERE id IN ({ids_sql})
             """,
             # the app's clock, as for every other revision: the database's now() is the

@@ -364,10 +364,11 @@ def _chunk_prune(
         cursor.execute(
             f"""
             INSERT INTO {_REVISIONS}
-                (project_id, memory_id, action, actor_type, actor, before, after, created_at)
-            SELECT project_id, id, 'prune', %s, %s, snapshot,
+                (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
+                 after, created_at)
+            SELECT project_id, id, public_id, 'prune', %s, %s, snapshot,
                    snapshot || jsonb_build_object('status', '{_PRUNED}'), %s
-            FROM (SELECT project_id, id, {_SNAPSHOT_SQL} AS snapshot
+            FROM (SELECT project_id, id, public_id, {_SNAPSHOT_SQL} AS snapshot
                   FROM {_TABLE} WHERE id = ANY(%s::uuid[])) AS rows
             """,
             [actor.type, actor.name, now, locked],
@@ -425,8 +426,9 @@ def _chunk_purge(*, ids: list[uuid.UUID], actor: Actor) -> None:
         cursor.execute(
             f"""
             INSERT INTO {_REVISIONS}
-                (project_id, memory_id, action, actor_type, actor, before, after, created_at)
-            SELECT project_id, id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
+                (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
+                 after, created_at)
+            SELECT project_id, id, public_id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
             FROM {_TABLE} WHERE id = ANY(%s::uuid[])
             """,
             [actor.type, actor.name, timezone.now(), ids],

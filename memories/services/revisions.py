@@ -40,6 +40,7 @@ def revision_build(
     return MemoryRevision(
         project_id=memory.project_id,
         memory_id=memory.pk,
+        memory_public_id=memory.public_id,
         action=action,
         actor_type=actor.type,
         actor=actor.name,

@@ -35,14 +35,14 @@ def big_space(django_db_setup, django_db_blocker):
                 cursor.execute(
                     """
                     INSERT INTO memories_memory
-                        (id, project_id, end_user_id, kind, role, content, content_json,
-                         metadata, content_hash, is_unique, importance, confidence,
-                         access_count, status, embedding_status, source_ids, created_at,
-                         updated_at)
-                    SELECT gen_random_uuid(), %s, CASE WHEN g <= %s THEN %s ELSE %s END,
+                        (id, public_id, project_id, end_user_id, kind, role, content,
+                         content_json, metadata, content_hash, is_unique, importance,
+                         confidence, access_count, status, embedding_status, source_ids,
+                         created_at, updated_at)
+                    SELECT u, u, %s, CASE WHEN g <= %s THEN %s ELSE %s END,
                            'message', '', 'memory ' || g, '{}', '{}', md5(g::text), false,
                            0.5, 1.0, 0, 'active', 'done', '[]', now(), now()
-                    FROM generate_series(1, %s) g
+                    FROM (SELECT gen_random_uuid() AS u, g FROM generate_series(1, %s) g) AS rows
                     """,
                     [project.pk, FEW, few.pk, crowd.pk, ROWS],
                 )
