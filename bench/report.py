@@ -143,6 +143,46 @@ def _search(results: dict[str, Any]) -> None:
             print(f"  {hits} searches hit the web process's query-vector cache")
 
 
+def _concurrency(results: dict[str, Any]) -> None:
+    for level in results.get("concurrency", []):
+        targets = level["targets"]
+        print(
+            f"\nUnder concurrency at {level['memories']:,} memories: each client on its own "
+            f"connection, {level['searches_per_write']} searches (auto, user filter, "
+            f"k={level['k']}) per single write, {_f(level['seconds'])} s per row\n"
+            f"  ms = HTTP round trip; server = the searches' timings_ms (embed = the query's "
+            "embedding, embed wait = the search waiting for it, slot wait = for a search "
+            f"slot); targets at 10,000 with {targets['clients']} clients: >= "
+            f"{_f(targets['searches_per_second'])} searches/s, search p95 < "
+            f"{_f(targets['search_p95_ms'])}, write p95 < {_f(targets['write_p95_ms'])}"
+        )
+        rows = []
+        for row in level["rows"]:
+            search, write = row["search_ms"], row["write_ms"]
+            server = {name: part or {} for name, part in row["search_server_ms"].items()}
+            p95 = [
+                server.get(name, {}).get("p95")
+                for name in ("total", "embed_query", "embed_wait", "search_wait")
+            ]
+            rows.append(
+                [
+                    row["clients"], row["searches_per_second"], search["p50"], search["p95"],
+                    row["writes_per_second"], write["p50"], write["p95"], write["max"],
+                    server.get("total", {}).get("p50"), *p95, row["errors"],
+                    row.get("foreign_cpu_cores"), row["load_average_before"][0],
+                ]
+            )  # fmt: skip
+        headers = [
+            "clients", "searches/s", "search p50", "search p95", "writes/s", "write p50",
+            "write p95", "write max", "server p50", "server p95", "embed p95",
+            "embed wait p95", "slot wait p95", "errors", "other CPU", "load avg",
+        ]  # fmt: skip
+        print(table(headers, rows))
+        for row in level["rows"]:
+            for example in row.get("error_examples", []):
+                print(f"  {row['clients']} clients, error: {example}")
+
+
 def _timed_row(title: str, figures: dict[str, Any], parts: list[str]) -> list[Any]:
     """Client p50/p95 and the p50/p95 of each named part of the server's timings_ms."""
     client, server = figures["client_ms"], figures.get("server_ms", {})
@@ -528,6 +568,7 @@ def report_print(results: dict[str, Any]) -> None:
     _ingestion(results)
     documents_report(results)
     _search(results)
+    _concurrency(results)
     _buffer(results)
     _working(results)
     _summaries(results)

@@ -11,6 +11,7 @@ tracking, importance recompute and pruning, context-build latency, peak memory.
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only facts,importance
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only context
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only console
+    .venv/bin/python bench/run.py --quick --only concurrency
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
@@ -44,6 +45,9 @@ HTTP from one client thread on one persistent connection:
    into PostgreSQL by bench/bulk.py (pairs of real memories, the normalized sum of their
    real vectors; the run measures how close that is to the model's embedding of the
    joined text), with the HNSW and keyword indexes rebuilt after each load;
+   right after each level's searches, concurrency (bench/concurrency_phase.py): 1, 4
+   and 16 client threads on connections of their own, each doing 4 searches (auto, user
+   filter) per single write for a fixed time: searches/s, search and write p50/p95;
 4. HNSW recall@10 at each level: the hub's vector search (a raw query vector through
    the API) against an exact scan in SQL, with and without a user filter (bench/recall.py);
 5. rooms (bench/buffer_phases.py), each in a room of its own: buffer search p50/p95 in
@@ -111,6 +115,11 @@ import psycopg  # noqa: E402
 
 from bench.buffer_phases import ROOM_PHASES, room_messages_planned, room_phases_run  # noqa: E402
 from bench.client import Api  # noqa: E402
+from bench.concurrency_phase import (  # noqa: E402
+    CONCURRENCY_PHASES,
+    concurrency_phase,
+    concurrency_phases_run,
+)
 from bench.console_phase import CONSOLE_PHASES, console_phase, console_phases_run  # noqa: E402
 from bench.context_phase import (  # noqa: E402
     CONTEXT_PHASES,
@@ -145,7 +154,14 @@ from bench.stack import (  # noqa: E402
 )
 
 # the phases a try-out (--only) can name
-ONLY_PHASES = DOCUMENT_PHASES + ROOM_PHASES + MAINTENANCE_PHASES + CONTEXT_PHASES + CONSOLE_PHASES
+ONLY_PHASES = (
+    DOCUMENT_PHASES
+    + ROOM_PHASES
+    + MAINTENANCE_PHASES
+    + CONTEXT_PHASES
+    + CONSOLE_PHASES
+    + CONCURRENCY_PHASES
+)
 
 PLANS = {
     "quick": Plan(
@@ -234,9 +250,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--only", type=_only_phases, metavar="NAME,NAME",
         help=f"a short try-out: the warm-up, the ingestion and only these document, room, "
-        f"maintenance, context and console phases "
+        f"maintenance, context, console and concurrency phases "
         f"({', '.join(ONLY_PHASES)}), "
-        "the latter three at "
+        "the latter four at "
         "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
     parser.add_argument(
@@ -296,9 +312,11 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
         maintenance_phases_run(bench, only)
         context_phases_run(bench, only)
         console_phases_run(bench, only)
+        concurrency_phases_run(bench, only)
         return
     document_phase(bench)  # the PDF is deleted after: later phases see the same memories
     bench.search_level()
+    concurrency_phase(bench)
     context_phase(bench)
     bench.recall()
     bench.writes()
@@ -310,6 +328,7 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     for level in plan.levels:
         if bench.bulk_load(level):
             bench.search_level()
+            concurrency_phase(bench)
             context_phase(bench)
             bench.recall()
         if level == target:
