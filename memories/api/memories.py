@@ -267,7 +267,7 @@ class MemoryDetailView(APIView):
         data = s.MemoryUpdateSerializer(data=request.data, context={"kind": memory.kind})
         data.is_valid(raise_exception=True)
         memory = memory_update(memory=memory, changes=data.validated_data, actor=actor_of(request))
-        return Response(s.MemoryOutputSerializer(memory_get(request, str(memory.pk))).data)
+        return Response(s.MemoryOutputSerializer(memory_get(request, str(memory.public_id))).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, memory_id: str) -> Response:
@@ -281,7 +281,7 @@ class MemoryRevisionListView(APIView):
     def get(self, request: Request, memory_id: str) -> Response:
         """Every recorded change of a memory, newest first (also after it was deleted)."""
         revisions = MemoryRevision.objects.filter(
-            project=project_of(request), memory_id=parse_uuid(memory_id)
+            project=project_of(request), memory_public_id=parse_uuid(memory_id)
         ).order_by("-created_at", "-pk")
         if not revisions:
             from django.http import Http404

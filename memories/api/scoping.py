@@ -52,10 +52,11 @@ def parse_uuid(value: str, field: str = "id") -> uuid.UUID:
 
 
 def memory_get(request: Request, memory_id: str) -> Memory:
+    """The caller's memory of this public id (Memory.public_id); anything else a 404."""
     memory = (
         Memory.objects.for_project(project_of(request))
         .select_related("end_user", "room", "agent")
-        .filter(pk=parse_uuid(memory_id))
+        .filter(public_id=parse_uuid(memory_id))
         .first()
     )
     if memory is None:

@@ -100,7 +100,8 @@ PINNED_HELP = "Never pruned; explicit importance counts as 1."
 
 class MemoryInputSerializer(serializers.Serializer):
     id = serializers.UUIDField(
-        required=False, help_text="Client-chosen id; a retry returns the stored memory."
+        required=False,
+        help_text="Client-chosen id, unique within the project; a retry returns the stored memory.",
     )
     user = external_id_field(
         required=False, allow_null=True, help_text="End user external id (created if new)."
@@ -217,6 +218,9 @@ class MemoryListQuerySerializer(MemoryFilterSerializer):
 
 
 class MemoryOutputSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(
+        source="public_id", read_only=True, help_text="Unique within the project."
+    )
     user = serializers.SerializerMethodField()
     room = serializers.SerializerMethodField()
     agent = serializers.SerializerMethodField()
@@ -263,6 +267,8 @@ class MemoryCreatedOutputSerializer(serializers.Serializer):
 
 
 class MemoryRevisionOutputSerializer(serializers.ModelSerializer):
+    memory_id = serializers.UUIDField(source="memory_public_id", read_only=True)
+
     class Meta:
         model = MemoryRevision
         fields = [

@@ -69,8 +69,12 @@ class Memory(models.Model):
 
     Stored references that clients read hold public ids, always resolved within the
     memory's own project: ``source_ids`` (what a summary or fact derives from),
-    ``metadata["superseded_by"]``, a synopsis' source memory ids, a prune run's ids.
-    The API, exports and imports therefore pass them through unchanged.
+    ``metadata["superseded_by"]``, ``metadata["extracted_from"]``,
+    ``metadata["previous_summary_id"]``, ``content_json["supersedes"]``, a synopsis'
+    source ids, a prune run's ids, a revision's ``memory_public_id``. The API, exports
+    and imports pass them through unchanged. Internal ones hold pks: foreign keys,
+    signals (memories_created), task arguments, access counts in Redis, the list
+    cursor (opaque to clients).
     """
 
     class Kind(models.TextChoices):

@@ -30,7 +30,7 @@ from memories.signals import memories_created
 
 
 class MemoryConflict(Exception):
-    """A client-chosen id is already used by a different memory."""
+    """A client-chosen id is already used by a different memory of the project."""
 
 
 @dataclass
@@ -119,7 +119,7 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
         chunk_index=item.chunk_index,
     )
     if item.id is not None:
-        memory.id = item.id
+        memory.public_id = item.id  # the pk is chosen by _ids_assign
     if item.importance is not None:
         memory.importance = item.importance
     if item.confidence is not None:
@@ -127,13 +127,46 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
     return memory
 
 
+def _ids_assign(project: Project, memories: list[Memory]) -> dict[uuid.UUID, Memory]:
+    """Choose the pk of each memory with a client id and return the project's stored
+    memories with those public ids (the retries).
+
+    A client id is scoped to the project: another project's memory with the same public
+    id or pk is never read, named or blocking. The pk is the client id when no memory
+    anywhere has it (most memories then have pk == public id), else a fresh uuid4. A
+    concurrent writer taking that pk first makes the insert fail; the caller's retry
+    then sees it taken."""
+    client_ids = {m.public_id for m in memories if m.public_id is not None}
+    if not client_ids:
+        for memory in memories:
+            memory.public_id = memory.pk
+        return {}
+    stored = (
+        Memory.objects.for_project(project)
+        .filter(public_id__in=client_ids)
+        .select_related("end_user", "room")
+    )
+    by_id = {memory.public_id: memory for memory in stored}
+    wanted = client_ids - by_id.keys()
+    taken = set(Memory.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    for memory in memories:
+        if memory.public_id is None:
+            memory.public_id = memory.pk
+        elif memory.public_id not in taken:
+            memory.pk = memory.public_id
+        # else: keep the fresh uuid4 the model gave it
+    return by_id
+
+
 def memory_create_batch(
     *, project: Project, items: list[MemoryInput], actor: Actor
 ) -> list[tuple[Memory, bool]]:
     """Store memories in one transaction; returns (memory, created) in input order.
 
-    Idempotent: an item whose client id already exists, or a `unique` item whose text
-    the same user/room/kind already has, returns the stored memory with created=False.
+    Idempotent: an item whose client id the project already has, or a `unique` item
+    whose text the same user/room/kind already has, returns the stored memory with
+    created=False; a client id the project uses for a different text is a
+    MemoryConflict. Client ids are public ids (Memory), scoped to the project.
     """
     try:
         with transaction.atomic():
@@ -153,30 +186,25 @@ def _memory_create_batch(
         "agent": _external_ids_resolve(Agent, project, {i.agent for i in items if i.agent}),
     }
     built = [_build(project, item, rows) for item in items]
-
-    client_ids = [item.id for item in items if item.id is not None]
-    by_id: dict[uuid.UUID, Memory] = {}
-    if client_ids:
-        taken = Memory.objects.filter(id__in=client_ids).select_related("end_user", "room")
-        for memory in taken:
-            if memory.project_id != project.pk:
-                raise MemoryConflict(f"id {memory.pk} is already used")
-            by_id[memory.pk] = memory
+    by_id = _ids_assign(project, built)
     by_unique = _existing_unique(project, built)
 
     results: list[tuple[Memory, bool]] = []
     new: list[Memory] = []
     for memory in built:
-        existing = by_id.get(memory.pk) or (
+        existing = by_id.get(memory.public_id) or (
             by_unique.get(_unique_key(memory)) if memory.is_unique else None
         )
         if existing is not None:
-            if existing.pk == memory.pk and existing.content_hash != memory.content_hash:
-                raise MemoryConflict(f"id {memory.pk} is already used by a different memory")
+            if (
+                existing.public_id == memory.public_id
+                and existing.content_hash != memory.content_hash
+            ):
+                raise MemoryConflict(f"id {memory.public_id} is already used by a different memory")
             results.append((existing, False))
             continue
         new.append(memory)
-        by_id[memory.pk] = memory
+        by_id[memory.public_id] = memory
         if memory.is_unique:
             by_unique[_unique_key(memory)] = memory
         results.append((memory, True))
@@ -297,7 +325,7 @@ def memory_supersede(*, memory: Memory, successor: Memory, actor: Actor) -> Memo
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
     before = memory.snapshot()
     memory.status = Memory.Status.SUPERSEDED
-    memory.metadata = {**memory.metadata, "superseded_by": str(successor.pk)}
+    memory.metadata = {**memory.metadata, "superseded_by": str(successor.public_id)}
     memory.save(update_fields=["status", "metadata", "updated_at"])
     revision_build(
         memory=memory, action="supersede", actor=actor, before=before, after=memory.snapshot()

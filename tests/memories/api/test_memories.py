@@ -158,18 +158,29 @@ class TestClientIds:
         assert "id" in response.json()
         assert Memory.objects.get(pk=memory_id).content == "hello"
 
-    def test_id_of_another_project_is_409_and_writes_nothing(self, owner, outsider):
+    def test_id_of_another_project_is_free_to_use(self, owner, outsider):
         memory_id = str(uuid.uuid4())
         create(owner, id=memory_id, content="hello")
         response = batch(
             outsider,
             [{"user": "eve", "content": "first"}, {"id": memory_id, "user": "eve", "content": "x"}],
         )
+        assert response.status_code == 201, response.json()
+        assert response.json()["results"][1]["memory"]["id"] == memory_id
+        assert Memory.objects.get(public_id=memory_id, project=outsider.project).content == "x"
+        assert Memory.objects.get(pk=memory_id).project == owner.project
+
+    def test_a_conflict_in_a_batch_writes_nothing(self, owner):
+        memory_id = str(uuid.uuid4())
+        create(owner, id=memory_id, content="hello")
+        response = batch(
+            owner,
+            [{"user": "eve", "content": "first"}, {"id": memory_id, "user": "eve", "content": "x"}],
+        )
         assert response.status_code == 409
         assert "id" in response.json()
-        assert not Memory.objects.filter(project=outsider.project).exists()
-        assert not EndUser.objects.filter(project=outsider.project).exists()
-        assert Memory.objects.get(pk=memory_id).project == owner.project
+        assert list(Memory.objects.values_list("content", flat=True)) == ["hello"]
+        assert not EndUser.objects.filter(external_id="eve").exists()
 
 
 class TestIdempotencyKey:

@@ -146,11 +146,6 @@ def test_no_operation_without_path_parameters_shows_another_projects_objects(own
     assert before[1] == after[1]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 14 'Ids scoped to the project': memory ids are still unique hub-wide "
-    "(Memory.id is the primary key), the lead decides how to scope them",
-)
 def test_a_memory_id_another_project_uses_neither_shows_nor_blocks(owner, outsider):
     memory_id = str(uuid.uuid4())
     mine = owner.client.post(
@@ -160,7 +155,7 @@ def test_a_memory_id_another_project_uses_neither_shows_nor_blocks(owner, outsid
     theirs = outsider.client.post(
         "/api/v1/memories/", {"id": memory_id, "content": "the outsider's"}, format="json"
     )
-    assert theirs.status_code == 201, theirs.json()  # today: 409 "id ... is already used"
+    assert theirs.status_code == 201, theirs.json()
     assert owner.client.get(f"/api/v1/memories/{memory_id}/").json()["content"] == "the owner's"
     assert outsider.client.get(f"/api/v1/memories/{memory_id}/").json()["content"] == (
         "the outsider's"
