@@ -189,7 +189,9 @@ def document_detail(request: HttpRequest, document_id: uuid.UUID) -> HttpRespons
     count = chunks.count()
     number = page_number(request.GET.get("page"), pages=max(1, -(-count // CHUNKS_PAGE)))
     offset = (number - 1) * CHUNKS_PAGE
-    shown = chunks.only("id", "chunk_index", "content", "content_json", "embedding_status")
+    shown = chunks.only(
+        "id", "public_id", "chunk_index", "content", "content_json", "embedding_status"
+    )
     rows = list(shown.order_by("chunk_index")[offset : offset + CHUNKS_PAGE])
     context = {
         "project": request.project,  # type: ignore[attr-defined]

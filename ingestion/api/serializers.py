@@ -157,6 +157,9 @@ class DocumentPageOutputSerializer(serializers.Serializer):
 
 
 class ChunkOutputSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(
+        source="public_id", read_only=True, help_text="The chunk's memory id (in this project)."
+    )
     citation = serializers.JSONField(
         source="content_json",
         help_text="document {id, title, source}, start and end (characters of the "

@@ -131,14 +131,14 @@ class MemoryAdmin(LargeTableAdmin):
         ("Embedding and use", {"fields": ["embedding_status", "embedded_at",
                                           "importance_score", "access_count", "accessed_at",
                                           "content_hash", "is_unique"]}),
-        ("Identity and times", {"fields": ["id", "created_at", "updated_at"]}),
+        ("Identity and times", {"fields": ["public_id", "id", "created_at", "updated_at"]}),
         ("History", {"fields": ["history"]}),
     ]  # fmt: skip
     # what memory_update may change is editable; the rest is shown
     readonly_fields = [
         "kind", "project", "end_user", "room", "agent", "document_id", "chunk_index",
         "embedding_status", "embedded_at", "importance_score", "access_count", "accessed_at",
-        "content_hash", "is_unique", "id", "created_at", "updated_at", "history",
+        "content_hash", "is_unique", "public_id", "id", "created_at", "updated_at", "history",
     ]  # fmt: skip
     inlines = [EmbeddingInline]
     actions = ["re_embed", "archive", "pin", "unpin", "export_json"]
@@ -164,7 +164,9 @@ class MemoryAdmin(LargeTableAdmin):
         if not term:
             return queryset, False
         if (found := as_uuid(term)) is not None:
-            return queryset.filter(Q(pk=found) | Q(document_id=found)), False
+            # the id clients know (in any project), the hub's own, or a document's
+            matches = Q(public_id=found) | Q(pk=found) | Q(document_id=found)
+            return queryset.filter(matches), False
         # the ids first: memory columns ORed together use each one's index (BitmapOr)
         users = list(EndUser.objects.filter(external_id=term).values_list("pk", flat=True))
         rooms = list(Room.objects.filter(external_id=term).values_list("pk", flat=True))
@@ -180,7 +182,7 @@ class MemoryAdmin(LargeTableAdmin):
     def history(self, memory: Memory) -> str:
         revisions = list(
             MemoryRevision.objects.filter(
-                project_id=memory.project_id, memory_id=memory.pk
+                project_id=memory.project_id, memory_public_id=memory.public_id
             ).order_by("-created_at", "-pk")[: HISTORY_SHOWN + 1]
         )
         rows = format_html_join(
@@ -192,7 +194,7 @@ class MemoryAdmin(LargeTableAdmin):
                 for r in revisions[:HISTORY_SHOWN]
             ),
         )  # fmt: skip
-        every = reverse("admin:memories_memoryrevision_changelist") + f"?q={memory.pk}"
+        every = reverse("admin:memories_memoryrevision_changelist") + f"?q={memory.public_id}"
         more = "every revision" if len(revisions) > HISTORY_SHOWN else "in the revision list"
         return format_html(
             "<table><thead><tr><th>when</th><th>action</th><th>who</th>"

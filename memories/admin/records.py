@@ -25,10 +25,11 @@ from memories.models import (
 CHANGE_SHOWN = 80  # characters of each value a revision list shows (its page: all)
 
 
-def memory_link(memory_id: Any) -> str:
-    """A link to the memory's page (a deleted memory's page says it no longer exists)."""
+def memory_link(memory_id: Any, public_id: Any = None) -> str:
+    """A link to the memory's page (a deleted memory's page says it no longer exists),
+    named by the id its clients know (``public_id``) when given."""
     url = reverse("admin:memories_memory_change", args=[memory_id])
-    return format_html('<a href="{}">{}</a>', url, memory_id)
+    return format_html('<a href="{}">{}</a>', url, public_id or memory_id)
 
 
 class RevisionAdmin(ReadOnlyAdmin, LargeTableAdmin):
@@ -60,7 +61,7 @@ class MemoryRevisionAdmin(RevisionAdmin):
                     "changes"]  # fmt: skip
     list_filter = ["project", "action", "actor_type", "created_at"]
     search_fields = ["actor"]
-    uuid_search_fields = ("memory_id",)
+    uuid_search_fields = ("memory_public_id",)
     search_help_text = "A memory id (its whole history), or an actor: key prefix, operator, task."
     readonly_fields = (
         "memory",
@@ -77,7 +78,7 @@ class MemoryRevisionAdmin(RevisionAdmin):
 
     @admin.display(description="memory")
     def memory(self, revision: MemoryRevision) -> str:
-        return memory_link(revision.memory_id)
+        return memory_link(revision.memory_id, revision.memory_public_id)
 
 
 @admin.register(SettingsRevision)

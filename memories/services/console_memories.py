@@ -327,13 +327,14 @@ class RevisionView:
 _ACTOR_KINDS = {"api_key": "API key", "operator": "operator", "system": "system task"}
 
 
-def memory_history_get(*, project: Project, memory_id: Any) -> list[RevisionView]:
+def memory_history_get(*, project: Project, memory: Memory) -> list[RevisionView]:
     """The memory's revisions, newest first, each with its changed fields; every version
-    but the current one is restorable while the memory exists (one query)."""
+    but the current one is restorable while the memory exists (one query, by its public
+    id: the index's)."""
     revisions = list(
-        MemoryRevision.objects.filter(project=project, memory_id=memory_id).order_by(
-            "-created_at", "-pk"
-        )[:HISTORY_LIMIT]
+        MemoryRevision.objects.filter(
+            project=project, memory_public_id=memory.public_id, memory_id=memory.pk
+        ).order_by("-created_at", "-pk")[:HISTORY_LIMIT]
     )
     views = []
     for index, revision in enumerate(revisions):

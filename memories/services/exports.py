@@ -51,9 +51,9 @@ def _time(value: datetime | None) -> str | None:
 
 
 MEMORY_FIELDS = (
-    "id", "kind", "role", "content", "content_json", "metadata", "importance", "pinned",
-    "confidence", "access_count", "accessed_at", "status", "is_unique", "source_ids",
-    "document_id", "chunk_index", "created_at", "updated_at",
+    "id", "public_id", "kind", "role", "content", "content_json", "metadata", "importance",
+    "pinned", "confidence", "access_count", "accessed_at", "status", "is_unique",
+    "source_ids", "document_id", "chunk_index", "created_at", "updated_at",
 )  # fmt: skip
 
 
@@ -137,7 +137,7 @@ def _memories_export(
 
 def _memory_document(row: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": str(row["id"]),
+        "id": str(row["public_id"]),  # the id clients know; the pk is the hub's own
         "user": row["user_external_id"],
         "room": row["room_external_id"],
         "agent": row["agent_external_id"],

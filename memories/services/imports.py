@@ -26,7 +26,7 @@ from memories.models import (
     content_hash,
 )
 from memories.services.embedding import embedding_enqueue, embedding_space_get
-from memories.services.export_checks import MAX_ERRORS, ExportInvalid, export_document_check
+from memories.services.export_checks import export_document_check
 from memories.services.exports import CHUNK_SIZE, Progress, chunked
 from memories.services.revisions import Actor, revision_build
 from memories.signals import memories_created
@@ -53,9 +53,10 @@ def export_document_import(
     The whole document is checked first: ExportInvalid names every bad field by its
     path (``memories[3].kind``) and nothing is written. Users, rooms and agents are
     matched by external id within ``project`` (created if new, else left as they are);
-    memories keep their ids and times. A memory whose id the project has already is
-    skipped (importing a file twice writes nothing the second time); an id in use in
-    another project is an ExportInvalid. Each new memory gets a ``create`` revision by
+    memories keep their ids (as public ids, Memory) and times. A memory whose id the
+    project has already is skipped (importing a file twice writes nothing the second
+    time); another project's use of an id is invisible (an export of one project
+    imports into another). Each new memory gets a ``create`` revision by
     ``actor``. Vectors of the configured embedding space are stored; the other new
     memories are embedded by the workers, as any new memory is. ``progress`` (optional)
     is called with the number of memories handled, for progress bars.
@@ -101,7 +102,7 @@ def _import(
     if new:
         if report.vectors["stored"] < len(new):
             transaction.on_commit(embedding_enqueue)
-        created_ids = [item["id"] for item in new]
+        created_ids = [item["pk"] for item in new]
         # the rooms that got messages: their buffers may be over capacity now
         room_ids = sorted(
             {rooms[i["room"]].pk for i in new if i["room"] and i["kind"] == Memory.Kind.MESSAGE}
@@ -210,18 +211,22 @@ def _memories_new(
     project: Project, items: list[dict[str, Any]], rows: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The items to create: not those whose id the project has, nor a `unique` one whose
-    text the same user, room and kind has. An id another project uses is invalid."""
-    taken: dict[uuid.UUID, int] = {}
+    text the same user, room and kind has. Ids are public ids (Memory), scoped to the
+    project: another project's use of an id changes nothing but the pk given to the
+    memory here (``item["pk"]``: the id itself when no memory anywhere has it as pk)."""
+    stored_ids: set[uuid.UUID] = set()
     for chunk in chunked([item["id"] for item in items]):
-        taken.update(Memory.objects.filter(pk__in=chunk).values_list("id", "project_id"))
-    foreign = [
-        f"memories[{n}].id"
-        for n, item in enumerate(items)
-        if taken.get(item["id"], project.pk) != project.pk
-    ]
-    if foreign:
-        raise ExportInvalid({path: ["Id already in use."] for path in foreign[:MAX_ERRORS]})
-    new = [item for item in items if item["id"] not in taken]
+        stored_ids.update(
+            Memory.objects.filter(project=project, public_id__in=chunk).values_list(
+                "public_id", flat=True
+            )
+        )
+    new = [item for item in items if item["id"] not in stored_ids]
+    taken: set[uuid.UUID] = set()
+    for chunk in chunked([item["id"] for item in new]):
+        taken.update(Memory.objects.filter(pk__in=chunk).values_list("pk", flat=True))
+    for item in new:
+        item["pk"] = uuid.uuid4() if item["id"] in taken else item["id"]
     for item in new:
         item["content_hash"] = content_hash(item["content"])
     stored: set[tuple[Any, ...]] = set()
@@ -245,7 +250,7 @@ def _memories_new(
 
 
 MEMORY_COLUMNS = (
-    "id", "kind", "role", "content", "content_json", "metadata", "content_hash", "importance",
+    "kind", "role", "content", "content_json", "metadata", "content_hash", "importance",
     "pinned", "confidence", "access_count", "accessed_at", "status", "source_ids", "document_id",
     "chunk_index", "created_at",
 )  # fmt: skip
@@ -278,6 +283,8 @@ def _memories_write(
             room=rows["room"].get(item["room"]),
             agent=rows["agent"].get(item["agent"]),
             is_unique=item["unique"],
+            id=item["pk"],
+            public_id=item["id"],
             **{name: item[name] for name in MEMORY_COLUMNS},
         )
         windows = _windows_in(item, space)
@@ -285,7 +292,7 @@ def _memories_write(
             memory.embedding_status = Memory.EmbeddingStatus.DONE
             memory.embedded_at = now
             embeddings += [
-                Embedding(memory_id=item["id"], space=space, window=n, vector=v, created_at=now)
+                Embedding(memory_id=item["pk"], space=space, window=n, vector=v, created_at=now)
                 for n, v in enumerate(windows)
             ]
             report.vectors["stored"] += 1
@@ -294,7 +301,7 @@ def _memories_write(
             report.vectors["ignored"] += 1
         memories.append(memory)
     Memory.objects.bulk_create(memories)
-    _updated_at_restore(Memory, {item["id"]: item["updated_at"] for item in items})
+    _updated_at_restore(Memory, {item["pk"]: item["updated_at"] for item in items})
     Embedding.objects.bulk_create(embeddings, batch_size=CHUNK_SIZE)
     MemoryRevision.objects.bulk_create(
         revision_build(memory=m, action="create", actor=actor, before=None, after=m.snapshot())

@@ -317,12 +317,19 @@ def _queued_run_recorded(run: MaintenanceRun) -> Iterator[None]:
 
 
 def _ids_details(ids: dict[str, list[uuid.UUID]]) -> dict[str, Any]:
-    """The ids per policy as a run records them: DETAIL_IDS_MAX in all, policy order."""
+    """The ids per policy as a run records them: DETAIL_IDS_MAX in all, policy order,
+    as public ids (Memory: what the API shows; the rows, pruned, still exist)."""
     room = DETAIL_IDS_MAX
-    listed: dict[str, list[str]] = {}
+    chosen: dict[str, list[uuid.UUID]] = {}
     for policy, policy_ids in ids.items():
-        listed[policy] = [str(memory_id) for memory_id in policy_ids[: max(room, 0)]]
+        chosen[policy] = policy_ids[: max(room, 0)]
         room -= len(policy_ids)
+    every = [memory_id for policy_ids in chosen.values() for memory_id in policy_ids]
+    public = dict(Memory.objects.filter(pk__in=every).values_list("pk", "public_id"))
+    listed = {
+        policy: [str(public.get(memory_id, memory_id)) for memory_id in policy_ids]
+        for policy, policy_ids in chosen.items()
+    }
     return {"ids": listed, "truncated": room < 0}
 
 

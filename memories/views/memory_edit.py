@@ -60,7 +60,7 @@ def _row(request: HttpRequest, end_user: EndUser, memory_id: Any, **extra: Any) 
     if extra.get("show_history"):
         context["history"] = memory_history_get(
             project=request.project,  # type: ignore[attr-defined]
-            memory_id=memory.pk,
+            memory=memory,
         )
     return render(request, f"{PARTIALS}/memory_row.html", context)
 
@@ -195,7 +195,7 @@ def memory_history(request: HttpRequest, user_id: int, memory_id: Any) -> HttpRe
     memory = _memory_of(request, end_user, memory_id)
     history = memory_history_get(
         project=request.project,  # type: ignore[attr-defined]
-        memory_id=memory.pk,
+        memory=memory,
     )
     context = _context(request, end_user, memory=memory, history=history)
     return render(request, f"{PARTIALS}/memory_history.html", context)

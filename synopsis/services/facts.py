@@ -314,7 +314,7 @@ def _consolidate(
     held.add(fact, vector)
     if old is not None:
         memory_supersede(memory=old, successor=fact, actor=ACTOR)
-        fact.content_json = {**fact.content_json, "supersedes": str(old.pk)}
+        fact.content_json = {**fact.content_json, "supersedes": str(old.public_id)}
         Memory.objects.filter(pk=fact.pk).update(content_json=fact.content_json)
         held.drop(old)
     return fact
@@ -327,7 +327,7 @@ def _newer_than(fact: Memory, message: Memory) -> bool:
     if isinstance(confirmed, str) and datetime.fromisoformat(confirmed) > message.created_at:
         return True
     edited = (
-        MemoryRevision.objects.filter(project_id=fact.project_id, memory_id=fact.pk)
+        MemoryRevision.objects.filter(project_id=fact.project_id, memory_public_id=fact.public_id)
         .exclude(actor_type=MemoryRevision.ActorType.SYSTEM)
         .order_by("-created_at")
         .values_list("created_at", flat=True)
@@ -345,7 +345,7 @@ def _confirmed_at(fact: Memory, message: Memory) -> str:
 
 
 def _reinforce(fact: Memory, message: Memory, config: FactSettings) -> Memory:
-    source = str(message.pk)
+    source = str(message.public_id)  # source ids are public ids (Memory)
     if source in fact.source_ids:
         return fact
     confidence = fact.confidence + config.reinforce_step * (1.0 - fact.confidence)
@@ -379,9 +379,9 @@ def _create(message: Memory, draft: FactDraft) -> Memory:
                 kind=draft.kind,
                 user=message.end_user.external_id,  # type: ignore[union-attr]
                 content_json=structured,
-                metadata={"evidence": draft.evidence, "extracted_from": str(message.pk)},
+                metadata={"evidence": draft.evidence, "extracted_from": str(message.public_id)},
                 confidence=draft.confidence,
-                source_ids=[str(message.pk)],
+                source_ids=[str(message.public_id)],
             )
         ],
         actor=ACTOR,

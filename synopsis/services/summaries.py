@@ -162,7 +162,7 @@ def _summary_write(
         "first_message_at": batch[0].created_at.isoformat(),
         "last_message_at": batch[-1].created_at.isoformat(),
         "participants": sorted({_turn(m).speaker for m in batch}),
-        "previous_summary_id": str(previous.pk) if previous is not None else None,
+        "previous_summary_id": str(previous.public_id) if previous is not None else None,
         "seconds": round(seconds, 3),
     }
     if draft.fallback_reason:
@@ -179,7 +179,7 @@ def _summary_write(
                 room=room.external_id,
                 agent=_only([m.agent_external_id for m in batch]),
                 metadata=metadata,
-                source_ids=[str(m.pk) for m in batch],
+                source_ids=[str(m.public_id) for m in batch],  # public ids (Memory)
             )
         ],
         actor=ACTOR,

@@ -215,7 +215,7 @@ def _item(memory: Memory) -> _Item:
     )
     due = memory.content_json.get("due")
     return _Item(
-        id=str(memory.pk),
+        id=str(memory.public_id),  # the synopsis' source ids are public ids (Memory)
         content=" ".join(memory.content.split()),
         category=str(category),
         confidence=memory.confidence,

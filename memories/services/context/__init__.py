@@ -123,7 +123,7 @@ def context_build(
         full = history_tokens(end_user=end_user, room=room, encoding=encoding)
         if record_access:
             savings_record(end_user=end_user, served=total, full=full)
-            served = [c.key for s in sections if s.name == "retrieved" for c in s.items]
+            served = [c.memory_pk for s in sections if s.name == "retrieved" for c in s.items]
             accesses_record(project=end_user.project, memory_ids=served)
     timings["total"] = (time.perf_counter() - clock) * 1000
     return ContextResult(

@@ -7,6 +7,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,9 @@ RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.K
 @dataclass
 class Candidate:
     """One item a section may hold: ``key`` identifies it across sections (a memory's
-    id), ``text`` is its rendered line, ``score`` its priority in the section."""
+    public id, what the response shows), ``text`` is its rendered line, ``score`` its
+    priority in the section; ``memory_pk`` a retrieved memory's pk (its access is
+    recorded)."""
 
     section: str
     key: str
@@ -51,6 +54,7 @@ class Candidate:
     # items of a section that share a group (a day) are rendered under one header line
     group: str = ""
     parts: dict[str, float] = field(default_factory=dict)
+    memory_pk: Any = None
 
     @property
     def norm(self) -> str:
@@ -120,7 +124,7 @@ def fact_candidates(
             end_user=end_user,
             kind__in=FACT_KINDS,
             status=Memory.Status.ACTIVE,
-        ).only("id", "kind", "content", "content_json", "confidence", "created_at")
+        ).only("id", "public_id", "kind", "content", "content_json", "confidence", "created_at")
     )
     vectors = (
         memory_vectors(memory_ids=[f.pk for f in facts], space_id=space_id)
@@ -140,7 +144,7 @@ def fact_candidates(
             score, parts = fact.confidence, {"confidence": fact.confidence}
         candidates.append(
             Candidate(
-                section="facts", key=str(fact.pk), kind=fact.kind, text=_fact_line(fact),
+                section="facts", key=str(fact.public_id), kind=fact.kind, text=_fact_line(fact),
                 score=score, created_at=fact.created_at, parts=parts,
             )
         )  # fmt: skip
@@ -179,7 +183,7 @@ def history_candidates(
     count = len(window)
     candidates = [
         Candidate(
-            section="history", key=str(m.pk), kind=m.kind, text=turn_line(m),
+            section="history", key=str(m.public_id), kind=m.kind, text=turn_line(m),
             score=1.0 - i / max(count, 1) * 0.5, created_at=m.created_at,
             why=f"turn {count - i} of the {count} most recent",
         )
@@ -190,7 +194,7 @@ def history_candidates(
         covered = summary.metadata.get("messages_covered", "the older")
         candidates.append(
             Candidate(
-                section="history", key=str(summary.pk), kind=summary.kind,
+                section="history", key=str(summary.public_id), kind=summary.kind,
                 text=f"Summary of {covered} earlier messages: {' '.join(summary.content.split())}",
                 score=0.4, created_at=summary.created_at, why="the room's newest summary",
             )
@@ -284,13 +288,14 @@ def retrieved_candidates(
 def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
     return [
         Candidate(
-            section="retrieved", key=str(hit.memory.pk), kind=hit.memory.kind,
+            section="retrieved", key=str(hit.memory.public_id), kind=hit.memory.kind,
             text=turn_text(hit.memory), score=hit.score, created_at=hit.memory.created_at,
             # turns under a line per day; a document's chunks cite their own source
             group="" if hit.memory.kind == Memory.Kind.KNOWLEDGE
             else f"[{hit.memory.created_at:%Y-%m-%d}]",
             why=f"{source} rank {rank} ({result.mode})",
             parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
+            memory_pk=hit.memory.pk,
         )
         for rank, hit in enumerate(result.hits, start=1)
     ]  # fmt: skip

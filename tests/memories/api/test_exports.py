@@ -276,19 +276,36 @@ def test_an_import_into_another_project_creates_its_own_rows_and_leaves_the_firs
     assert without_time(room_export(outsider)) == without_time(document)
 
 
-def test_ids_another_project_uses_are_a_400_and_nothing_is_written(owner, outsider):
+def test_an_export_imports_into_another_project_with_the_same_ids(owner, outsider):
+    """Memory ids are scoped to the project: the outsider's import keeps every id of the
+    owner's export, each project then reads, changes and deletes its own copy."""
     ids = remember(owner)
     document = user_export(owner)
-    owners, outsiders = snapshot(owner.project), snapshot(outsider.project)
+    owners = snapshot(owner.project)
 
-    response = outsider.client.post(IMPORT, document)
-    assert response.status_code == 400
-    errors = response.json()
-    position = next(n for n, m in enumerate(document["memories"]) if m["id"] == ids[0])
-    assert errors[f"memories[{position}].id"] == ["Id already in use."]
-    assert len(errors) == 9
+    report = import_(outsider, document)
+    assert report["memories"] == {"created": 9, "skipped": 0}
     assert snapshot(owner.project) == owners
-    assert snapshot(outsider.project) == outsiders
+    copy = user_export(outsider)
+    assert [m["id"] for m in copy["memories"]] == [m["id"] for m in document["memories"]]
+    assert without_time(copy)["memories"] == without_time(document)["memories"]
+    # the pks differ (the owner's are taken); the public ids are the same
+    theirs = Memory.objects.filter(project=outsider.project, public_id__in=ids)
+    assert theirs.count() == len(document["memories"])
+    assert not set(theirs.values_list("pk", flat=True)) & set(
+        Memory.objects.filter(project=owner.project).values_list("pk", flat=True)
+    )
+    again = import_(outsider, document, status=200)
+    assert again["memories"] == {"created": 0, "skipped": 9}
+
+    memory_id = ids[0]
+    outsider.client.patch(f"/api/v1/memories/{memory_id}/", {"content": "outsider's text"})
+    assert owner.client.get(f"/api/v1/memories/{memory_id}/").json()["content"] == (
+        "I moved to Lisbon last spring"
+    )
+    assert outsider.client.delete(f"/api/v1/memories/{memory_id}/").status_code == 204
+    assert owner.client.get(f"/api/v1/memories/{memory_id}/").status_code == 200
+    assert snapshot(owner.project) == owners
 
 
 def test_a_read_only_key_can_export_but_not_import(owner):
