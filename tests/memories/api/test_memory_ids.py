@@ -8,6 +8,7 @@ from memories.models import Memory
 from memories.services.access import accesses_flush, accesses_sent
 from synopsis.services.facts import messages_facts_extract
 from tests.conftest import embed_pending
+from tests.memories.services.test_pruning import POLICY, policy_set, seed
 
 MEMORIES = "/api/v1/memories/"
 
@@ -117,3 +118,13 @@ def test_a_fact_names_the_message_it_came_from_by_its_public_id(owner, outsider)
     assert fact.metadata["extracted_from"] == str(memory_id)
     shown = outsider.client.get(f"{MEMORIES}{fact.public_id}/").json()
     assert shown["source_ids"] == [str(memory_id)]
+
+
+def test_a_prune_run_lists_the_public_ids(owner):
+    rows = seed(owner.project)
+    policy_set(owner.project, **POLICY)
+    public = uuid.uuid4()  # as if another project had held m5's id first
+    Memory.objects.filter(pk=rows["m5"].pk).update(public_id=public)
+    run = owner.client.post("/api/v1/prune/", {"dry_run": True}, format="json").json()
+    assert run["ids"]["age"] == [str(public), str(rows["m1"].public_id)]
+    assert owner.client.get(f"{MEMORIES}{public}/").json()["content"] == rows["m5"].content
