@@ -226,6 +226,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO / "bench/results")
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument(
+        "--web-threads", type=int, default=int(os.environ.get("WEB_THREADS", 16)),
+        help="threads per web process (the hub's WEB_THREADS; SEARCH_CONCURRENCY is "
+        "passed on from the environment)",
+    )  # fmt: skip
     parser.add_argument("--worker-concurrency", type=int, default=1)
     parser.add_argument(
         "--torch-threads", type=int, default=os.cpu_count() or 1,
@@ -286,7 +291,8 @@ def results_start(
         "config": {
             **asdict(plan),
             "web_workers": args.web_workers,
-            "web_threads": 4,
+            "web_threads": args.web_threads,
+            "search_concurrency": os.environ.get("SEARCH_CONCURRENCY", "default"),
             "worker_concurrency": args.worker_concurrency,
             "torch_threads": args.torch_threads,
             "embed_batch": args.embed_batch,
@@ -401,7 +407,7 @@ def main() -> int:
     scratch_reset(data_dir)
     hub = Hub(
         data_dir, args.port or free_port(), hub_env(data_dir, args.torch_threads, args.embed_batch),
-        ["--web-workers", str(args.web_workers),
+        ["--web-workers", str(args.web_workers), "--web-threads", str(args.web_threads),
          "--worker-concurrency", str(args.worker_concurrency)],
     )  # fmt: skip
     monitor = Monitor(hub)

@@ -351,6 +351,13 @@ EMBEDDING: dict[str, Any] = {
     "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),
     "WORKER_NICE": env_int("EMBEDDING_WORKER_NICE", 5),
 }
+# searches a web process runs at once (0: no bound; default: the cores shared among
+# WEB_WORKERS processes); more wait for a slot holding a thread but no CPU, so a write
+# finds a free thread (WEB_THREADS, manage.py hub) and few searches to share the cores
+# with (memories/services/search/slots.py, BENCHMARKS.md)
+SEARCH_CONCURRENCY = env_int(
+    "SEARCH_CONCURRENCY", max(1, (os.cpu_count() or 1) // max(1, env_int("WEB_WORKERS", 2)))
+)
 # Documents (the ingestion app). The chunker and its sizes are per project (config.py).
 INGESTION: dict[str, Any] = {
     # an upload larger than this is refused (413) before its body is read

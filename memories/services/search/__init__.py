@@ -29,6 +29,7 @@ from memories.services.search.ranking import (
     adjustment_wanted,
     candidates_rank,
 )
+from memories.services.search.slots import slotted
 from memories.services.search.vector import collection_size_get, vector_signal_get
 
 __all__ = ["SearchFilters", "SearchHit", "SearchMode", "SearchResult", "memory_search"]
@@ -41,6 +42,7 @@ class SearchResult:
     timings_ms: dict[str, float]
 
 
+@slotted  # at most SEARCH_CONCURRENCY at once in a process (slots.py)
 def memory_search(
     *,
     project: Project,

@@ -56,6 +56,11 @@ class Command(BaseCommand):
             "--web-workers", type=int, default=int(os.environ.get("WEB_WORKERS", "2"))
         )
         parser.add_argument(
+            "--web-threads", type=int, default=int(os.environ.get("WEB_THREADS", "16")),
+            help="threads per web process: enough that a write finds one free while "
+            "searches wait for their slots (SEARCH_CONCURRENCY)",
+        )  # fmt: skip
+        parser.add_argument(
             "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1"))
         )
         parser.add_argument("--no-demo", action="store_true", help="do not create demo credentials")
@@ -171,7 +176,7 @@ class Command(BaseCommand):
                 python, "-m", "gunicorn", "memoryhub.wsgi",
                 "--bind", bind,
                 "--workers", str(options["web_workers"]),
-                "--threads", "4",
+                "--threads", str(options["web_threads"]),
                 "--timeout", "60",
                 "--graceful-timeout", "10",
                 # room for a query string over the API's own limit (4 KB), so that it

@@ -1,0 +1,75 @@
+"""How many searches a web process runs at once (settings.SEARCH_CONCURRENCY).
+
+A search is CPU work (the query's embedding, PostgreSQL's queries, the ranking); a
+write is a few milliseconds of it. With a thread per request and no bound, searches
+beyond what the cores can run only slow each other and every write beside them; with
+a thread pool as small as the cores, a write queues behind searches for a thread.
+So web processes have many threads (WEB_THREADS) and searches wait here for one of
+SEARCH_CONCURRENCY slots, holding a thread but no CPU, while a write always finds a
+free thread and only the bounded searches to share the cores with.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, Protocol, TypeVar
+
+from django.conf import settings
+
+
+class Timed(Protocol):
+    timings_ms: dict[str, float]
+
+
+P = ParamSpec("P")
+R = TypeVar("R", bound=Timed)
+
+_lock = threading.Lock()
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _semaphore(limit: int) -> threading.BoundedSemaphore:
+    with _lock:
+        if limit not in _slots:  # one per limit: a test may change the setting
+            _slots[limit] = threading.BoundedSemaphore(limit)
+        return _slots[limit]
+
+
+@contextmanager
+def search_slot(timings: dict[str, float]) -> Iterator[None]:
+    """Hold one of the process's SEARCH_CONCURRENCY search slots (0: no bound) for the
+    block; records ``search_wait`` (ms spent waiting for it) in ``timings``."""
+    limit = int(settings.SEARCH_CONCURRENCY)
+    if limit <= 0:
+        yield
+        return
+    semaphore = _semaphore(limit)
+    start = time.perf_counter()
+    semaphore.acquire()
+    timings["search_wait"] = (time.perf_counter() - start) * 1000
+    try:
+        yield
+    finally:
+        semaphore.release()
+
+
+def slotted(function: Callable[P, R]) -> Callable[P, R]:
+    """``function`` run in a search slot; its result's timings_ms gain ``search_wait``,
+    which its ``total`` then includes."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        waited: dict[str, float] = {}
+        with search_slot(waited):
+            result = function(*args, **kwargs)
+        if waited:
+            result.timings_ms.update(waited)
+            if "total" in result.timings_ms:
+                result.timings_ms["total"] += waited["search_wait"]
+        return result
+
+    return run
