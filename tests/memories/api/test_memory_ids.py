@@ -2,12 +2,18 @@
 the same id, each sees, changes and deletes only its own memory, and nothing tells one
 that the other uses it. The id clients see is Memory.public_id; the pk stays internal."""
 
+import threading
 import uuid
+
+import pytest
+from django.db import connection, transaction
 
 from memories.models import Memory
 from memories.services.access import accesses_flush, accesses_sent
+from memories.services.memories import MemoryInput, memory_create_batch
+from memories.services.revisions import Actor
 from synopsis.services.facts import messages_facts_extract
-from tests.conftest import embed_pending
+from tests.conftest import embed_pending, wait_until
 from tests.memories.services.test_pruning import POLICY, policy_set, seed
 
 MEMORIES = "/api/v1/memories/"
@@ -128,3 +134,42 @@ def test_a_prune_run_lists_the_public_ids(owner):
     run = owner.client.post("/api/v1/prune/", {"dry_run": True}, format="json").json()
     assert run["ids"]["age"] == [str(public), str(rows["m1"].public_id)]
     assert owner.client.get(f"{MEMORIES}{public}/").json()["content"] == rows["m5"].content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_concurrent_create_of_the_id_in_another_project_waits_then_gets_its_own(owner, outsider):
+    """The outsider's create waits on the owner's uncommitted row holding the id as its
+    pk, fails on the pk once it commits, and its retry stores a memory of its own."""
+    memory_id = uuid.uuid4()
+    responses = []
+
+    def second_writer():
+        try:
+            body = {"id": str(memory_id), "content": "the outsider's"}
+            responses.append(outsider.client.post(MEMORIES, body, format="json"))
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        item = MemoryInput(id=memory_id, content="the owner's")
+        [(first, created)] = memory_create_batch(
+            project=owner.project, items=[item], actor=Actor.system("test")
+        )
+        assert created and first.pk == memory_id
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+
+        def second_writer_waits():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                return cursor.fetchone()[0] > 0
+
+        wait_until(second_writer_waits)
+    thread.join(timeout=30)
+    [response] = responses
+    assert response.status_code == 201, response.json()
+    assert response.json()["memory"]["id"] == str(memory_id)
+    theirs = Memory.objects.get(project=outsider.project)
+    assert (theirs.public_id, theirs.content) == (memory_id, "the outsider's")
+    assert theirs.pk != memory_id
+    assert Memory.objects.get(pk=memory_id).content == "the owner's"
