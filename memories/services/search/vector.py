@@ -91,12 +91,25 @@ def vector_signal_get(
     """The ``limit`` nearest memories; the neighbours of those not in ``linked``
     (None: no neighbours wanted); the distances of ``distance_ids`` and of those
     neighbours. An exact scan does it in one round trip, the index in two or three.
-    A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'."""
+    A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'.
+    One user's set too large for the float exact scan goes through the compact scan
+    (compact.py) when it is not too large for that either."""
+    # compact.py builds on this module's VectorSignal: imported here, not at the top
+    from memories.services.search.compact import compact_scan_applies, compact_vector_candidates
+
+    link_known = list(linked) if linked is not None else None
+    if compact_scan_applies(filters, collection_size):
+        signal = compact_vector_candidates(
+            project=project, space=space, query=query, filters=filters, limit=limit,
+            link_known=link_known, distance_ids=distance_ids, aggregate=aggregate,
+        )  # fmt: skip
+        if signal is not None:
+            return signal
+        collection_size = 0  # the filters dropped most of the user's rows: scan exactly
     if exact_scan(collection_size):
         return exact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
-            link_known=list(linked) if linked is not None else None, distance_ids=distance_ids,
-            aggregate=aggregate,
+            link_known=link_known, distance_ids=distance_ids, aggregate=aggregate,
         )  # fmt: skip
     nearest = index_vector_candidates(
         project=project, space=space, query=query, filters=filters, limit=limit,
@@ -125,16 +138,12 @@ def vector_candidates(
     aggregate: str = "mean",
 ) -> list[tuple[Any, float]]:
     """(memory id, cosine distance) of the nearest embedded memories, nearest first,
-    by the scan ``exact_scan`` chooses for the filtered set."""
-    if exact_scan(collection_size_get(project=project, filters=filters)):
-        return exact_vector_candidates(
-            project=project, space=space, query=query, filters=filters, limit=limit,
-            link_known=None, distance_ids=[], aggregate=aggregate,
-        ).nearest  # fmt: skip
-    return index_vector_candidates(
+    by the scan ``vector_signal_get`` chooses for the filtered set."""
+    return vector_signal_get(
         project=project, space=space, query=query, filters=filters, limit=limit,
-        aggregate=aggregate,
-    )  # fmt: skip
+        collection_size=collection_size_get(project=project, filters=filters), linked=None,
+        distance_ids=[], aggregate=aggregate,
+    ).nearest  # fmt: skip
 
 
 def index_vector_candidates(
@@ -281,11 +290,13 @@ def neighbours_and_distances(
 
 EXACT_SQL = """
 WITH candidates AS MATERIALIZED (SELECT m.id FROM memories_memory m WHERE {where}),
-scored AS MATERIALIZED (
-    SELECT e.memory_id AS id, {aggregate}(e.vector <=> %(query_vector)s::vector) AS distance
+window_distances AS MATERIALIZED (
+    SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
     FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
     WHERE e.space_id = {space_id}
-    GROUP BY e.memory_id
+),
+scored AS MATERIALIZED (
+    SELECT id, {aggregate}(distance) AS distance FROM window_distances GROUP BY id
 ),
 nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance LIMIT %(limit)s),
 links AS MATERIALIZED ({links} AND %(with_links)s),
@@ -314,6 +325,9 @@ def exact_vector_candidates(
     ``neighbours_and_distances`` for the result, in one round trip.
 
     The untyped operator cannot use the (cast) HNSW index: an exact scan by design.
+    The windows' distances are computed before they are grouped by memory, so the
+    grouping sorts ids and numbers, not 1.5 KB vectors (which spilled to disk at 10,000
+    rows with the default work_mem).
     It computes every filtered row's distance anyway, so the distances the ranking
     needs (keyword candidates', neighbours') come from it for free. Links are looked
     up for the nearest rows not in ``link_known``; ``None``: no links.

@@ -259,7 +259,9 @@ def test_index_path_ranks_like_the_exact_path(chat, settings, mode, user):
 
     exact = ranking()
     settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": 0}
-    assert ranking() == exact
+    assert ranking() == exact  # the compact scan when a user is named, else the index
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "COMPACT_SCAN_MAX_ROWS": 0}
+    assert ranking() == exact  # the index
     assert len(exact) == 3
     if mode != "vector":
         assert all(similarity for _, _, similarity, _ in exact)
@@ -443,11 +445,22 @@ def _unit(vector):
     return vector / np.linalg.norm(vector)
 
 
-@pytest.mark.parametrize("exact_scan_max_rows", [5_000, 0], ids=["exact-scan", "hnsw-iterative"])
-def test_a_user_with_few_memories_among_many_still_gets_k(owner, settings, exact_scan_max_rows):
+@pytest.mark.parametrize(
+    ("exact_scan_max_rows", "compact_scan_max_rows"),
+    [(5_000, 200_000), (0, 200_000), (0, 0)],
+    ids=["exact-scan", "compact-scan", "hnsw-iterative"],
+)
+def test_a_user_with_few_memories_among_many_still_gets_k(
+    owner, settings, exact_scan_max_rows, compact_scan_max_rows
+):
     """The crowd's 400 memories are all nearer the query than the few user's 5: a filtered
     HNSW scan that stopped at ef_search rows would return none of them."""
-    settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": exact_scan_max_rows}
+    settings.RETRIEVAL = {
+        **settings.RETRIEVAL,
+        "EXACT_SCAN_MAX_ROWS": exact_scan_max_rows,
+        "COMPACT_SCAN_MAX_ROWS": compact_scan_max_rows,
+    }
+    hnsw = compact_scan_max_rows == 0
     space = embedding_space_get()
     rng = np.random.default_rng(7)
     query = _unit(rng.normal(size=space.dimension))
@@ -473,7 +486,7 @@ def test_a_user_with_few_memories_among_many_still_gets_k(owner, settings, exact
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
         cursor.execute("ANALYZE memories_embedding")
-        if exact_scan_max_rows == 0:
+        if hnsw:
             # on a table this small the planner would rather sort: make it walk the graph
             cursor.execute("SET LOCAL enable_sort = off")
 
@@ -481,7 +494,8 @@ def test_a_user_with_few_memories_among_many_still_gets_k(owner, settings, exact
         lambda: search(owner, embedding=query.tolist(), mode="vector", user="few", k=5)
     )
     # the path under test is the one taken
-    assert (space.index_name in plan) is (exact_scan_max_rows == 0), plan
+    assert (space.index_name in plan) is hnsw, plan
+    assert ("embedding_owner_bits" in plan) is (exact_scan_max_rows == 0 and not hnsw), plan
     assert sorted(top(result)) == [f"memory {n}" for n in range(400, 405)]
     assert (
         len(search(owner, embedding=query.tolist(), mode="vector", user="crowd", k=7)["results"])

@@ -46,15 +46,20 @@ def similarity(a, b):
     return float(np.dot(a, b))
 
 
-@pytest.mark.parametrize("path", ["exact", "index"])
+@pytest.mark.parametrize("path", ["exact", "compact", "index"])
 @pytest.mark.parametrize("aggregate", ["mean", "max"])
 @pytest.mark.parametrize("mode", ["vector", "auto"])
 def test_a_long_memory_is_found_by_a_phrase_from_its_end(owner, settings, mode, aggregate, path):
     (long_id, *_) = write(owner, LONG, *OTHERS)
     owner.project.settings = {"search": {"window_aggregate": aggregate}}
     owner.project.save()
-    if path == "index":
-        settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": 0}
+    if path != "exact":
+        compact_max = 0 if path == "index" else 200_000
+        settings.RETRIEVAL = {
+            **settings.RETRIEVAL,
+            "EXACT_SCAN_MAX_ROWS": 0,
+            "COMPACT_SCAN_MAX_ROWS": compact_max,
+        }
     query = "when is my grandmother's birthday party in Lisbon?"
     provider = get_provider()
     query_vector = provider.embed([query])[0]
@@ -73,14 +78,19 @@ def test_a_long_memory_is_found_by_a_phrase_from_its_end(owner, settings, mode, 
         assert hits[0]["similarity"] > similarity(beginning, query_vector) + 0.15
 
 
-@pytest.mark.parametrize("path", ["exact", "index"])
+@pytest.mark.parametrize("path", ["exact", "compact", "index"])
 @pytest.mark.parametrize("mode", ["vector", "auto", "hybrid"])
 def test_k_distinct_memories_when_one_memorys_windows_crowd_the_top(owner, settings, path, mode):
     hiking = "I went hiking in the mountains with my dog and we camped by a lake. " * 60
     write(owner, hiking, *OTHERS, "We hiked up a mountain trail last summer")
     assert Embedding.objects.filter(memory__content=hiking).count() >= 5
-    if path == "index":
-        settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": 0}
+    if path != "exact":
+        compact_max = 0 if path == "index" else 200_000
+        settings.RETRIEVAL = {
+            **settings.RETRIEVAL,
+            "EXACT_SCAN_MAX_ROWS": 0,
+            "COMPACT_SCAN_MAX_ROWS": compact_max,
+        }
     hits = search(owner, query="hiking in the mountains", user="ines", mode=mode, k=5)
     ids = [hit["memory"]["id"] for hit in hits]
     assert len(ids) == 5

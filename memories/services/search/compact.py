@@ -1,0 +1,142 @@
+"""Vector candidates of one user's memories by a compact exact scan: every window of the
+user is compared with the query by the Hamming distance of their binary quantizations
+(pgvector ``binary_quantize``, one bit per dimension), read from the covering index
+``embedding_owner_bits`` of memories_embedding_bits (migration 0011, kept by triggers),
+where a user's windows sit side by side; the
+nearest windows' memories (a shortlist) are checked against the filters and re-ranked
+by their float vectors, each memory by its windows' aggregate.
+
+Why: at 1,000,000 memories a user of 10,000 is 1% of the table. The float exact scan
+reads 10,000 rows spread over the whole table (one index probe and one heap page each),
+the HNSW index with that filter reads about k/1% of its tuples, and both take tens of
+milliseconds; the user's bits are ~100 contiguous index pages. The float re-rank of a
+shortlist of ``shortlist_size`` windows keeps recall@10 against the float exact scan at
+~0.99 (measured in bench at 1M, see BENCHMARKS.md).
+
+The scan covers the user's windows whatever the other filters (status, kinds, room,
+dates, metadata); they are applied to the shortlist. If fewer than ``limit`` memories
+of a full shortlist pass them, the caller falls back to the float exact scan (None).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from memories.models import EmbeddingSpace, Project
+from memories.services.search.filters import SearchFilters
+from memories.services.search.neighbours import links_sql, neighbour_ids
+from memories.services.search.vector import VectorSignal, vector_literal, window_sql
+
+# name of the covering index the scan reads (migration 0011_embedding_owner_bits)
+OWNER_BITS_INDEX = "embedding_owner_bits"
+
+
+def compact_scan_applies(filters: SearchFilters, size: int) -> bool:
+    """Whether the filtered set is one user's (or the project's shared memories) and
+    of a size the compact scan serves: above the float exact scan's limit, up to
+    RETRIEVAL_COMPACT_SCAN_MAX_ROWS (past it the HNSW index is faster)."""
+    keyed = filters.end_user_id is not None or filters.shared
+    retrieval = settings.RETRIEVAL
+    return keyed and int(retrieval["EXACT_SCAN_MAX_ROWS"]) < size <= int(
+        retrieval["COMPACT_SCAN_MAX_ROWS"]
+    )
+
+
+def shortlist_size(limit: int) -> int:
+    """How many windows, nearest by Hamming distance, are re-ranked by float vectors."""
+    retrieval = settings.RETRIEVAL
+    return max(
+        int(retrieval["BITS_SHORTLIST_MIN"]), limit * int(retrieval["BITS_SHORTLIST_PER_RESULT"])
+    )
+
+
+COMPACT_SQL = """
+WITH windows AS MATERIALIZED (
+    SELECT b.memory_id FROM memories_embedding_bits b
+    WHERE b.space_id = {space_id} AND b.project_id = %(filter_project)s AND {owner}
+    ORDER BY b.bits <~> binary_quantize(%(query_vector)s::vector) LIMIT %(shortlist)s
+),
+candidates AS MATERIALIZED (
+    SELECT m.id FROM memories_memory m WHERE m.id IN (SELECT memory_id FROM windows) AND {where}
+),
+window_distances AS MATERIALIZED (
+    SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
+    FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
+    WHERE e.space_id = {space_id}
+),
+nearest AS MATERIALIZED (
+    SELECT id, {aggregate}(distance) AS distance FROM window_distances
+    GROUP BY id ORDER BY distance LIMIT %(limit)s
+),
+links AS MATERIALIZED ({links} AND %(with_links)s),
+wanted AS (
+    SELECT unnest(%(distance_ids)s::uuid[]) AS id
+    UNION SELECT previous FROM links UNION SELECT following FROM links
+)
+SELECT 0, id, distance, NULL::uuid, NULL::uuid FROM nearest
+UNION ALL SELECT 1, id, NULL, previous, following FROM links
+UNION ALL
+SELECT 2, e.memory_id, {aggregate}(e.vector <=> %(query_vector)s::vector), NULL, NULL
+FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
+WHERE e.space_id = {space_id}
+GROUP BY e.memory_id
+UNION ALL SELECT 3, NULL, (SELECT count(*) FROM windows), NULL, NULL
+"""
+
+
+def compact_vector_candidates(
+    *,
+    project: Project,
+    space: EmbeddingSpace,
+    query: np.ndarray,
+    filters: SearchFilters,
+    limit: int,
+    link_known: list[Any] | None,
+    distance_ids: list[Any],
+    aggregate: str = "mean",
+) -> VectorSignal | None:
+    """The ``limit`` nearest memories of the user the filters name, with the links of
+    those not in ``link_known`` (None: no links) and the distances of ``distance_ids``
+    and of those neighbours, in one round trip: a VectorSignal, or None when the
+    shortlist was full and fewer than ``limit`` of its memories passed the filters."""
+    where, params = filters.sql(project)
+    owner = "b.end_user_id IS NULL" if filters.end_user_id is None else (
+        "b.end_user_id = %(filter_end_user)s"
+    )  # fmt: skip
+    links, links_params = links_sql(
+        project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
+    )
+    shortlist = shortlist_size(limit)
+    sql = COMPACT_SQL.format(
+        space_id=int(space.pk), owner=owner, where=where, links=links,
+        aggregate=window_sql(aggregate),
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                **params, **links_params, "query_vector": vector_literal(query),
+                "shortlist": shortlist, "limit": limit, "link_known": list(link_known or []),
+                "with_links": link_known is not None, "distance_ids": list(distance_ids),
+            },
+        )  # fmt: skip
+        rows = cursor.fetchall()
+    signal = VectorSignal([], {}, {})
+    read = 0
+    for part, memory_id, distance, previous, following in rows:
+        if part == 0:
+            signal.nearest.append((memory_id, float(distance)))
+        elif part == 1:
+            signal.links[memory_id] = neighbour_ids(previous, following)
+        elif part == 2:
+            signal.distances[memory_id] = float(distance)
+        else:
+            read = int(distance)
+    if len(signal.nearest) < limit and read >= shortlist:
+        return None  # the filters dropped too much of the shortlist: scan exactly
+    signal.nearest.sort(key=lambda row: row[1])
+    return signal
