@@ -58,6 +58,13 @@ class SearchSettings:
         minimum=0.0,
         maximum=1.0,
     )
+    neighbour_max_chars: int = setting(
+        1000,
+        "auto mode: only turns of at most this many characters are raised by their "
+        "neighbours (a longer turn is found by its own text); 0 raises every turn.",
+        minimum=0,
+        maximum=1_000_000,
+    )
     rrf_k: int = setting(
         60, "hybrid mode: the k of reciprocal rank fusion, 1/(k + rank).", minimum=1, maximum=1000
     )

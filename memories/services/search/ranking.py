@@ -3,8 +3,9 @@ recency and importance, with the parts of each score for ``explain``.
 
 Modes: ``vector`` (cosine), ``keyword`` (BM25), ``hybrid`` (reciprocal rank fusion
 over the union of both candidate lists) and ``auto``: BM25 and cosine scores
-normalized and averaged, then each conversation turn raised by the scores of the
-turns just before and after it in its room; on LoCoMo (BENCHMARKS.md) auto finds
+normalized and averaged, then each conversation turn of at most
+``neighbour_max_chars`` characters raised by the scores of the turns just before and
+after it in its room (fusion.py); on LoCoMo (BENCHMARKS.md) auto finds
 clearly more evidence than either signal or RRF. The weights are the project's search
 settings (memories.config.SearchSettings).
 """
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.embeddings import cosine_similarity
+from memories.services.search.fusion import neighbour_fusion, turn_lengths_get
 
 
 class SearchMode:
@@ -188,21 +190,22 @@ def _base_scores(
             base = policy.keyword_weight * keyword + (1 - policy.keyword_weight) * vector
         parts[memory_id] = {"base": base, "keyword_norm": keyword, "rrf": rrf}
     if mode == SearchMode.AUTO:
-        _neighbour_fusion(candidates, parts, policy.neighbour_weight)
+        adjacent = _adjacent(candidates)
+        capped = bool(policy.neighbour_weight and policy.neighbour_max_chars)
+        linked = [memory_id for memory_id, around in adjacent.items() if around]
+        neighbour_fusion(
+            adjacent, parts, beta=policy.neighbour_weight,
+            lengths=turn_lengths_get(linked) if capped else {},
+            max_chars=policy.neighbour_max_chars,
+        )  # fmt: skip
     return parts
 
 
-def _neighbour_fusion(
-    candidates: dict[Any, Candidate], parts: dict[Any, dict[str, float]], beta: float
-) -> None:
-    """Adds to each part its neighbours' bonus and the fused score: a turn is raised by
-    the turns around it, whichever of them found the other."""
+def _adjacent(candidates: dict[Any, Candidate]) -> dict[Any, set[Any]]:
+    """Each candidate's neighbouring candidates, whichever of them found the other."""
     adjacent: dict[Any, set[Any]] = {memory_id: set() for memory_id in candidates}
     for memory_id, candidate in candidates.items():
         for neighbour in candidate.neighbours:
             adjacent[memory_id].add(neighbour)
             adjacent[neighbour].add(memory_id)
-    for memory_id, part in parts.items():
-        bonus = beta * sum(parts[n]["base"] for n in adjacent[memory_id])
-        part["neighbours"] = bonus
-        part["fused"] = (part["base"] + bonus) / (1 + 2 * beta)
+    return adjacent

@@ -1,0 +1,89 @@
+"""Auto mode's neighbour fusion: short turns are raised by their neighbours, a turn
+longer than search.neighbour_max_chars is ranked on its own text."""
+
+import pytest
+
+from memories.services.search import SearchFilters, memory_search
+from memories.services.search.fusion import neighbour_fusion
+from tests.conftest import embed_pending
+
+SHORT, LONG, OTHER = "short", "long", "other"
+
+
+def parts_of(**bases):
+    return {memory_id: {"base": base} for memory_id, base in bases.items()}
+
+
+def test_only_short_turns_receive_the_neighbours_bonus():
+    adjacent = {SHORT: {LONG}, LONG: {SHORT, OTHER}, OTHER: {LONG}}
+    parts = parts_of(short=0.2, long=0.9, other=0.4)
+    lengths = {SHORT: 40, LONG: 3000, OTHER: 1000}
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths=lengths, max_chars=1000)
+    assert parts[SHORT]["neighbours"] == pytest.approx(0.45)
+    assert parts[SHORT]["fused"] == pytest.approx((0.2 + 0.45) / 2)
+    assert parts[OTHER]["neighbours"] == pytest.approx(0.45)  # at the cap: still short
+    assert parts[LONG]["neighbours"] == 0.0
+    assert parts[LONG]["fused"] == pytest.approx(0.9 / 2)
+    assert parts[LONG]["chars"] == 3000.0
+
+
+def test_no_cap_raises_every_turn_and_unknown_lengths_count_as_short():
+    adjacent = {SHORT: {LONG}, LONG: {SHORT}}
+    parts = parts_of(short=0.2, long=0.9)
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_chars=0)
+    assert parts[LONG]["neighbours"] == pytest.approx(0.1)
+    parts = parts_of(short=0.2, long=0.9)
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_chars=1000)
+    assert parts[SHORT]["neighbours"] == pytest.approx(0.45)
+    assert "chars" not in parts[SHORT]
+
+
+LONG_ANSWER = " ".join(
+    f"Step {n}: compare the kayak's hull, paddle length and the price of a spray deck."
+    for n in range(1, 20)
+)  # about 1,500 characters
+
+
+@pytest.fixture
+def exchange(owner):
+    """A short request about kayaks, a long answer, then a short follow-up."""
+    turns = [
+        ("user", "I want to buy my first sea kayak this summer"),
+        ("assistant", LONG_ANSWER),
+        ("user", "Thanks, I will visit the shop on Saturday"),
+    ]
+    items = [
+        {"user": "dana", "room": "d1", "role": role, "content": text,
+         "created_at": f"2024-05-01T10:00:{second:02d}Z"}
+        for second, (role, text) in enumerate(turns)
+    ]  # fmt: skip
+    response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
+    assert response.status_code == 201
+    embed_pending()
+    return owner
+
+
+def explained(tenant, query):
+    result = memory_search(
+        project=tenant.project, query=query, mode="auto", k=10, explain=True,
+        filters=SearchFilters(end_user_id=tenant.project.end_users.get(external_id="dana").pk),
+    )  # fmt: skip
+    return {hit.memory.content: hit.explain for hit in result.hits}
+
+
+def test_a_long_turn_is_not_raised_by_its_neighbours(exchange):
+    by_text = explained(exchange, "buying a sea kayak")
+    assert len(LONG_ANSWER) > 1000
+    assert by_text[LONG_ANSWER]["neighbours"] == 0
+    assert by_text[LONG_ANSWER]["chars"] == len(LONG_ANSWER)
+    assert by_text[LONG_ANSWER]["fused"] == pytest.approx(by_text[LONG_ANSWER]["base"] / 1.6)
+    short = by_text["Thanks, I will visit the shop on Saturday"]
+    assert short["neighbours"] > 0
+
+
+def test_the_cap_is_the_projects(exchange):
+    exchange.project.settings = {"search": {"neighbour_max_chars": 0}}
+    exchange.project.save()
+    by_text = explained(exchange, "buying a sea kayak")
+    assert by_text[LONG_ANSWER]["neighbours"] > 0
+    assert "chars" not in by_text[LONG_ANSWER]  # no cap: lengths are not read
