@@ -14,7 +14,7 @@ shortlist of ``shortlist_size`` windows keeps recall@10 against the float exact 
 ~0.99 (measured in bench at 1M, see BENCHMARKS.md).
 
 The scan covers the user's windows whatever the other filters (status, kinds, room,
-dates, metadata); they are applied to the shortlist. If fewer than ``limit`` memories
+dates, metadata); they are applied to the shortlist, nearest first. If fewer than ``limit`` memories
 of a full shortlist pass them, the caller falls back to the float exact scan (None).
 """
 
@@ -60,17 +60,19 @@ WITH windows AS MATERIALIZED (
     WHERE b.space_id = {space_id} AND b.project_id = %(filter_project)s AND {owner}
     ORDER BY b.bits <~> binary_quantize(%(query_vector)s::vector) LIMIT %(shortlist)s
 ),
-candidates AS MATERIALIZED (
-    SELECT m.id FROM memories_memory m WHERE m.id IN (SELECT memory_id FROM windows) AND {where}
-),
 window_distances AS MATERIALIZED (
     SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
-    FROM memories_embedding e JOIN candidates c ON c.id = e.memory_id
-    WHERE e.space_id = {space_id}
+    FROM memories_embedding e
+    WHERE e.memory_id IN (SELECT memory_id FROM windows) AND e.space_id = {space_id}
+),
+ranked AS MATERIALIZED (
+    SELECT id, {aggregate}(distance) AS distance FROM window_distances
+    GROUP BY id ORDER BY distance
 ),
 nearest AS MATERIALIZED (
-    SELECT id, {aggregate}(distance) AS distance FROM window_distances
-    GROUP BY id ORDER BY distance LIMIT %(limit)s
+    SELECT r.id, r.distance FROM ranked r
+    WHERE (SELECT true FROM memories_memory m WHERE m.id = r.id AND {where})
+    LIMIT %(limit)s
 ),
 links AS MATERIALIZED ({links} AND %(with_links)s),
 wanted AS (
@@ -86,6 +88,12 @@ WHERE e.space_id = {space_id}
 GROUP BY e.memory_id
 UNION ALL SELECT 3, NULL, (SELECT count(*) FROM windows), NULL, NULL
 """
+
+
+# The filters are checked memory by memory in ``ranked``'s order (a scalar subquery, which
+# PostgreSQL does not turn into a join, over the materialized CTE read in the order it
+# was written) until ``limit`` pass: ~limit primary-key probes instead of one per
+# shortlisted memory (800 probes were 15 of the 40 ms of an auto search on a busy machine).
 
 
 def compact_vector_candidates(
