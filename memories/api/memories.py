@@ -106,7 +106,8 @@ def _cursor_decode(cursor: str) -> tuple[datetime, Any]:
 
 
 CONFLICT = OpenApiResponse(
-    FIELD_ERRORS_REF, description="The client-chosen `id` is used by a different memory."
+    FIELD_ERRORS_REF,
+    description="The client-chosen `id` is used by a different memory of the project.",
 )
 
 
