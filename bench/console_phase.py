@@ -66,10 +66,10 @@ ROOMS_SQL = """
 """
 MEMORIES_SQL = """
     INSERT INTO memories_memory
-        (id, project_id, end_user_id, room_id, kind, role, content, content_hash, created_at,
-         updated_at, embedded_at, content_json, metadata, is_unique, importance, confidence,
-         access_count, status, embedding_status, source_ids)
-    SELECT r.id, %(project)s, %(user)s,
+        (id, public_id, project_id, end_user_id, room_id, kind, role, content, content_hash,
+         created_at, updated_at, embedded_at, content_json, metadata, is_unique, importance,
+         confidence, access_count, status, embedding_status, source_ids)
+    SELECT r.id, r.id, %(project)s, %(user)s,
            CASE WHEN r.g %% 10 = 9 THEN NULL ELSE room.id END,
            CASE WHEN r.g %% 10 = 9 THEN 'fact' ELSE 'message' END,
            CASE WHEN r.g %% 10 = 9 THEN '' ELSE r.role END,

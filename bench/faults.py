@@ -290,7 +290,8 @@ def kept_check(conninfo: str, writers: Writers, timeout: float = 180) -> dict[st
     with psycopg.connect(conninfo, autocommit=True) as conn:
         while time.monotonic() < deadline:
             rows = conn.execute(
-                "SELECT id::text, embedding_status FROM memories_memory WHERE id = ANY(%s::uuid[])",
+                "SELECT public_id::text, embedding_status FROM memories_memory"
+                " WHERE public_id = ANY(%s::uuid[])",
                 [ids],
             ).fetchall()
             found = dict(rows)
@@ -307,7 +308,7 @@ def failed_stored(conninfo: str, writers: Writers) -> int:
     ids = [write.id for write in writers.writes if not acknowledged(write)]
     with psycopg.connect(conninfo, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM memories_memory WHERE id = ANY(%s::uuid[])", [ids]
+            "SELECT count(*) FROM memories_memory WHERE public_id = ANY(%s::uuid[])", [ids]
         ).fetchone()
     return int(row[0]) if row else 0
 

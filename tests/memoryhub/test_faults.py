@@ -147,7 +147,8 @@ def embedded_check(hub: Hub, writers: Writers) -> dict[str, Any]:
     with psycopg.connect(hub.database_conninfo(), autocommit=True) as conn:
         while time.monotonic() - started < 60:
             rows = conn.execute(
-                "SELECT id::text, embedding_status FROM memories_memory WHERE id = ANY(%s::uuid[])",
+                "SELECT public_id::text, embedding_status FROM memories_memory"
+                " WHERE public_id = ANY(%s::uuid[])",
                 [ids],
             ).fetchall()
             found = dict(rows)
@@ -155,7 +156,7 @@ def embedded_check(hub: Hub, writers: Writers) -> dict[str, Any]:
                 break
             time.sleep(1)
         stored_failed = conn.execute(
-            "SELECT count(*) FROM memories_memory WHERE id = ANY(%s::uuid[])", [failed]
+            "SELECT count(*) FROM memories_memory WHERE public_id = ANY(%s::uuid[])", [failed]
         ).fetchone()
     lost = [memory_id for memory_id in ids if memory_id not in found]
     assert not lost, f"{len(lost)} of {len(ids)} acknowledged writes are missing: {lost[:5]}"
