@@ -58,10 +58,11 @@ class SearchSettings:
         minimum=0.0,
         maximum=1.0,
     )
-    neighbour_max_chars: int = setting(
+    neighbour_max_bytes: int = setting(
         1000,
-        "auto mode: only turns of at most this many characters are raised by their "
-        "neighbours (a longer turn is found by its own text); 0 raises every turn.",
+        "auto mode: only turns of at most this many bytes of text (characters, for "
+        "ASCII) are raised by their neighbours (a longer turn is found by its own "
+        "text); 0 raises every turn.",
         minimum=0,
         maximum=1_000_000,
     )

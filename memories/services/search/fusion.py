@@ -8,9 +8,10 @@ answer runs to hundreds of words, raising every turn let the long answers, which
 signals already favour, fill the top with their neighbours' scores added, while the
 short user turns that hold most of the evidence (a request, a preference, a date)
 take their context from the long answer next to them. Receiving turns of at most
-``search.neighbour_max_chars`` characters: BEAM auto recall@10 51.9 -> 58.3, LoCoMo
-unchanged (its longest turn has 446 characters); any cap between 500 and 1,500
-characters gives the same within 0.5 points.
+``search.neighbour_max_bytes`` bytes of text (a turn's size as BM25 counts it, read
+from the stored value's header; characters for ASCII): BEAM auto recall@10 51.9 ->
+58.2, LoCoMo unchanged (its longest turn has 446 characters); any cap between 500 and
+1,500 gives the same within 0.5 points.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from django.db import connection
 
 
 def turn_lengths_get(ids: list[Any]) -> dict[Any, int]:
-    """Each memory's content length in characters, by id."""
+    """Each memory's content size in bytes, by id."""
     if not ids:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, char_length(content) FROM memories_memory WHERE id = ANY(%s)",
+            "SELECT id, octet_length(content) FROM memories_memory WHERE id = ANY(%s)",
             [list(ids)],
         )
         return dict(cursor.fetchall())
@@ -38,19 +39,19 @@ def neighbour_fusion(
     *,
     beta: float,
     lengths: dict[Any, int],
-    max_chars: int,
+    max_bytes: int,
 ) -> None:
     """Adds to each part its neighbours' bonus, the fused score (in 0..1 like the
-    base) and, where ``lengths`` has it, the turn's length (``chars``). The fused
+    base) and, where ``lengths`` has it, the turn's size (``bytes``). The fused
     score is ``(base + beta x the neighbours' bases) / (1 + 2 beta)``, the bonus given
-    only to turns of at most ``max_chars`` characters (0: to every turn; a memory of
+    only to turns of at most ``max_bytes`` bytes (0: to every turn; a memory of
     unknown length counts as short). ``adjacent`` holds each candidate's neighbouring
     candidates, in both directions."""
     for memory_id, part in parts.items():
         length = lengths.get(memory_id)
         if length is not None:
-            part["chars"] = float(length)
-        receives = not max_chars or (length or 0) <= max_chars
+            part["bytes"] = float(length)
+        receives = not max_bytes or (length or 0) <= max_bytes
         bonus = beta * sum(parts[n]["base"] for n in adjacent[memory_id]) if receives else 0.0
         part["neighbours"] = bonus
         part["fused"] = (part["base"] + bonus) / (1 + 2 * beta)

@@ -4,7 +4,7 @@ recency and importance, with the parts of each score for ``explain``.
 Modes: ``vector`` (cosine), ``keyword`` (BM25), ``hybrid`` (reciprocal rank fusion
 over the union of both candidate lists) and ``auto``: BM25 and cosine scores
 normalized and averaged, then each conversation turn of at most
-``neighbour_max_chars`` characters raised by the scores of the turns just before and
+``neighbour_max_bytes`` bytes raised by the scores of the turns just before and
 after it in its room (fusion.py); on LoCoMo (BENCHMARKS.md) auto finds
 clearly more evidence than either signal or RRF. The weights are the project's search
 settings (memories.config.SearchSettings).
@@ -191,12 +191,12 @@ def _base_scores(
         parts[memory_id] = {"base": base, "keyword_norm": keyword, "rrf": rrf}
     if mode == SearchMode.AUTO:
         adjacent = _adjacent(candidates)
-        capped = bool(policy.neighbour_weight and policy.neighbour_max_chars)
+        capped = bool(policy.neighbour_weight and policy.neighbour_max_bytes)
         linked = [memory_id for memory_id, around in adjacent.items() if around]
         neighbour_fusion(
             adjacent, parts, beta=policy.neighbour_weight,
             lengths=turn_lengths_get(linked) if capped else {},
-            max_chars=policy.neighbour_max_chars,
+            max_bytes=policy.neighbour_max_bytes,
         )  # fmt: skip
     return parts
 

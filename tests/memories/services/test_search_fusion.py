@@ -1,5 +1,5 @@
 """Auto mode's neighbour fusion: short turns are raised by their neighbours, a turn
-longer than search.neighbour_max_chars is ranked on its own text."""
+larger than search.neighbour_max_bytes is ranked on its own text."""
 
 import pytest
 
@@ -18,24 +18,24 @@ def test_only_short_turns_receive_the_neighbours_bonus():
     adjacent = {SHORT: {LONG}, LONG: {SHORT, OTHER}, OTHER: {LONG}}
     parts = parts_of(short=0.2, long=0.9, other=0.4)
     lengths = {SHORT: 40, LONG: 3000, OTHER: 1000}
-    neighbour_fusion(adjacent, parts, beta=0.5, lengths=lengths, max_chars=1000)
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths=lengths, max_bytes=1000)
     assert parts[SHORT]["neighbours"] == pytest.approx(0.45)
     assert parts[SHORT]["fused"] == pytest.approx((0.2 + 0.45) / 2)
     assert parts[OTHER]["neighbours"] == pytest.approx(0.45)  # at the cap: still short
     assert parts[LONG]["neighbours"] == 0.0
     assert parts[LONG]["fused"] == pytest.approx(0.9 / 2)
-    assert parts[LONG]["chars"] == 3000.0
+    assert parts[LONG]["bytes"] == 3000.0
 
 
 def test_no_cap_raises_every_turn_and_unknown_lengths_count_as_short():
     adjacent = {SHORT: {LONG}, LONG: {SHORT}}
     parts = parts_of(short=0.2, long=0.9)
-    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_chars=0)
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_bytes=0)
     assert parts[LONG]["neighbours"] == pytest.approx(0.1)
     parts = parts_of(short=0.2, long=0.9)
-    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_chars=1000)
+    neighbour_fusion(adjacent, parts, beta=0.5, lengths={LONG: 3000}, max_bytes=1000)
     assert parts[SHORT]["neighbours"] == pytest.approx(0.45)
-    assert "chars" not in parts[SHORT]
+    assert "bytes" not in parts[SHORT]
 
 
 LONG_ANSWER = " ".join(
@@ -75,15 +75,15 @@ def test_a_long_turn_is_not_raised_by_its_neighbours(exchange):
     by_text = explained(exchange, "buying a sea kayak")
     assert len(LONG_ANSWER) > 1000
     assert by_text[LONG_ANSWER]["neighbours"] == 0
-    assert by_text[LONG_ANSWER]["chars"] == len(LONG_ANSWER)
+    assert by_text[LONG_ANSWER]["bytes"] == len(LONG_ANSWER.encode())
     assert by_text[LONG_ANSWER]["fused"] == pytest.approx(by_text[LONG_ANSWER]["base"] / 1.6)
     short = by_text["Thanks, I will visit the shop on Saturday"]
     assert short["neighbours"] > 0
 
 
 def test_the_cap_is_the_projects(exchange):
-    exchange.project.settings = {"search": {"neighbour_max_chars": 0}}
+    exchange.project.settings = {"search": {"neighbour_max_bytes": 0}}
     exchange.project.save()
     by_text = explained(exchange, "buying a sea kayak")
     assert by_text[LONG_ANSWER]["neighbours"] > 0
-    assert "chars" not in by_text[LONG_ANSWER]  # no cap: lengths are not read
+    assert "bytes" not in by_text[LONG_ANSWER]  # no cap: lengths are not read
