@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, Protocol, TypeVar
@@ -28,14 +29,42 @@ class Timed(Protocol):
 P = ParamSpec("P")
 R = TypeVar("R", bound=Timed)
 
+
+class SearchSlots:
+    """``limit`` slots handed out first come, first served: a freed slot goes straight
+    to the longest waiter, never to a search that arrives meanwhile (a semaphore lets
+    newcomers overtake, and the searches overtaken make the p95)."""
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self.waiters: deque[threading.Event] = deque()
+        self.lock = threading.Lock()
+
+    def acquire(self) -> None:
+        with self.lock:
+            if self.free and not self.waiters:
+                self.free -= 1
+                return
+            turn = threading.Event()
+            self.waiters.append(turn)
+        turn.wait()  # set by release(), which hands this thread its slot
+
+    def release(self) -> None:
+        with self.lock:
+            if self.waiters:
+                self.waiters.popleft().set()
+            else:
+                self.free += 1
+
+
 _lock = threading.Lock()
-_slots: dict[int, threading.BoundedSemaphore] = {}
+_slots: dict[int, SearchSlots] = {}
 
 
-def _semaphore(limit: int) -> threading.BoundedSemaphore:
+def _slots_for(limit: int) -> SearchSlots:
     with _lock:
         if limit not in _slots:  # one per limit: a test may change the setting
-            _slots[limit] = threading.BoundedSemaphore(limit)
+            _slots[limit] = SearchSlots(limit)
         return _slots[limit]
 
 
@@ -47,14 +76,14 @@ def search_slot(timings: dict[str, float]) -> Iterator[None]:
     if limit <= 0:
         yield
         return
-    semaphore = _semaphore(limit)
+    slots = _slots_for(limit)
     start = time.perf_counter()
-    semaphore.acquire()
+    slots.acquire()
     timings["search_wait"] = (time.perf_counter() - start) * 1000
     try:
         yield
     finally:
-        semaphore.release()
+        slots.release()
 
 
 def slotted(function: Callable[P, R]) -> Callable[P, R]:

@@ -6,7 +6,7 @@ import time
 
 from memories.models import EndUser, Memory, content_hash
 from memories.services.search import memory_search
-from memories.services.search.slots import search_slot
+from memories.services.search.slots import SearchSlots, search_slot
 
 HOLD_SECONDS = 0.3
 
@@ -45,6 +45,32 @@ def test_one_search_more_than_the_slots_waits_for_one_to_free(settings):
     assert most_inside == 2
     assert max(waits) >= HOLD_SECONDS * 1000 * 0.8
     assert sorted(waits)[1] < HOLD_SECONDS * 1000 / 3  # two got a slot at once
+
+
+def test_a_freed_slot_goes_to_the_longest_waiter_not_a_newcomer():
+    slots = SearchSlots(1)
+    slots.acquire()
+    order: list[str] = []
+
+    def search(name: str) -> None:
+        slots.acquire()
+        order.append(name)
+        slots.release()
+
+    waiters = []
+    for name in ("first", "second"):
+        waiters.append(threading.Thread(target=search, args=(name,)))
+        waiters[-1].start()
+        while len(slots.waiters) < len(waiters):  # queued in this order
+            time.sleep(0.01)
+    slots.release()
+    newcomer = threading.Thread(target=search, args=("newcomer",))
+    newcomer.start()
+    for thread in (*waiters, newcomer):
+        thread.join(5)
+
+    assert order == ["first", "second", "newcomer"]
+    assert slots.free == 1 and not slots.waiters
 
 
 def test_a_search_reports_its_wait_for_a_slot_in_its_total(owner, settings):
