@@ -22,4 +22,4 @@ RUN DATABASE_URL=postgres://build@localhost/build REDIS_URL=redis://localhost:63
     SECRET_KEY=build python manage.py collectstatic --noinput
 
 EXPOSE 8000
-CMD ["gunicorn", "memoryhub.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "4", "--limit-request-line", "8190"]
+CMD ["gunicorn", "memoryhub.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--limit-request-line", "8190"]
