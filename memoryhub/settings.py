@@ -399,9 +399,10 @@ RETRIEVAL: dict[str, Any] = {
     # one user's set up to this many rows: exact scan of the binary-quantized vectors
     # (memories.services.search.compact), a shortlist re-ranked by the float vectors
     "COMPACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_COMPACT_SCAN_MAX_ROWS", 200_000),
-    # the shortlist: this many windows per result asked for, and at least
+    # the shortlist: this many windows per result asked for, at least MIN, at most MAX
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),
     "BITS_SHORTLIST_MIN": env_int("RETRIEVAL_BITS_SHORTLIST_MIN", 400),
+    "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 2_000),
     # keyword search reads at most this many rows; up to it, BM25 is exact
     "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 2_000),
 }

@@ -47,10 +47,14 @@ def compact_scan_applies(filters: SearchFilters, size: int) -> bool:
 
 
 def shortlist_size(limit: int) -> int:
-    """How many windows, nearest by Hamming distance, are re-ranked by float vectors."""
+    """How many windows, nearest by Hamming distance, are re-ranked by float vectors:
+    BITS_SHORTLIST_PER_RESULT per result asked for, at least BITS_SHORTLIST_MIN and at
+    most BITS_SHORTLIST_MAX (a context's search asks for up to 800 candidates, whose
+    tail the fused ranking hardly uses; each shortlisted window costs an index probe)."""
     retrieval = settings.RETRIEVAL
+    wanted = limit * int(retrieval["BITS_SHORTLIST_PER_RESULT"])
     return max(
-        int(retrieval["BITS_SHORTLIST_MIN"]), limit * int(retrieval["BITS_SHORTLIST_PER_RESULT"])
+        int(retrieval["BITS_SHORTLIST_MIN"]), min(wanted, int(retrieval["BITS_SHORTLIST_MAX"]))
     )
 
 

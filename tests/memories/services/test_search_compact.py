@@ -180,3 +180,13 @@ def test_the_thresholds_choose_the_path(corpus, settings):
     # without a user the compact scan never applies
     _retrieval(settings, EXACT_SCAN_MAX_ROWS=0, COMPACT_SCAN_MAX_ROWS=10**9)
     assert not _search(project, space, SearchFilters(), 10)[1]
+
+
+def test_the_shortlist_grows_with_the_results_asked_within_its_bounds(settings):
+    from memories.services.search.compact import shortlist_size
+
+    _retrieval(settings, BITS_SHORTLIST_PER_RESULT=20, BITS_SHORTLIST_MIN=400)
+    _retrieval(settings, BITS_SHORTLIST_MAX=2_000)
+    assert shortlist_size(10) == 400  # the floor
+    assert shortlist_size(40) == 800  # an auto search's candidates, 20 windows each
+    assert shortlist_size(800) == 2_000  # a context's deep search: capped
