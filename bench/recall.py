@@ -1,7 +1,9 @@
 """HNSW recall@k: the hub's vector search beside an exact search over the same rows.
 
 The hub's vector search goes through the per-space HNSW index (approximate) unless the
-filtered set has at most RETRIEVAL_EXACT_SCAN_MAX_ROWS rows, when it scans exactly. The
+filtered set has at most RETRIEVAL_EXACT_SCAN_MAX_ROWS rows, when it scans exactly, or is
+one user's of at most RETRIEVAL_COMPACT_SCAN_MAX_ROWS, when it scans the user's
+binary-quantized vectors and re-ranks a shortlist (memories/services/search/compact.py). The
 hub judges that size by a capped count and past the cap by the planner's estimate; here
 the true count says which path a search took, so a set near the threshold may be
 classed differently. The exact top k here uses the untyped ``<=>`` operator, which
@@ -21,8 +23,10 @@ import psycopg
 
 from bench.client import Api, encode, summary
 
-# memoryhub/settings.py: RETRIEVAL["EXACT_SCAN_MAX_ROWS"]
+# memoryhub/settings.py: RETRIEVAL["EXACT_SCAN_MAX_ROWS"], ["COMPACT_SCAN_MAX_ROWS"]
 EXACT_SCAN_MAX_ROWS = int(os.environ.get("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000))
+# one user's set between the two limits goes through the compact scan (bits, then floats)
+COMPACT_SCAN_MAX_ROWS = int(os.environ.get("RETRIEVAL_COMPACT_SCAN_MAX_ROWS", 200_000))
 
 EXACT_SQL = """
     SELECT e.memory_id FROM memories_embedding e JOIN memories_memory m ON m.id = e.memory_id
@@ -59,8 +63,9 @@ class _Samples:
     api_ms: list[float] = field(default_factory=list)
     exact_ms: list[float] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
-    # recall of the searches the hub answered through the index
+    # recall of the searches the hub answered through the index, and by the compact scan
     indexed: list[float] = field(default_factory=list)
+    compact: list[float] = field(default_factory=list)
 
 
 def _compare(
@@ -92,7 +97,9 @@ def _compare(
     samples.recalls.append(recall)
     samples.api_ms.append(elapsed)
     samples.rows.append(count)
-    if count > EXACT_SCAN_MAX_ROWS:
+    if user is not None and EXACT_SCAN_MAX_ROWS < count <= COMPACT_SCAN_MAX_ROWS:
+        samples.compact.append(recall)
+    elif count > EXACT_SCAN_MAX_ROWS:
         samples.indexed.append(recall)
 
 
@@ -109,6 +116,8 @@ def _figures(filtered: bool, k: int, samples: _Samples) -> dict[str, Any]:
         "recall_mean": _mean(recalls),
         "recall_min": round(min(recalls), 3) if recalls else None,
         "recall_index_mean": _mean(samples.indexed),
+        "searches_compact": len(samples.compact),
+        "recall_compact_mean": _mean(samples.compact),
         "searches_below_1": sum(1 for value in recalls if value < 1),
         "api_ms": summary(samples.api_ms),
         "exact_query_ms": summary(samples.exact_ms),
