@@ -396,8 +396,10 @@ RETRIEVAL: dict[str, Any] = {
     "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
     # below this many rows in the filtered set an exact scan beats the index
     "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),
-    # one user's set up to this many rows: exact scan of the binary-quantized vectors
-    # (memories.services.search.compact), a shortlist re-ranked by the float vectors
+    # one user's set of more than MIN and up to MAX rows: exact scan of the binary-
+    # quantized vectors (memories.services.search.compact), a shortlist re-ranked by
+    # the float vectors
+    "COMPACT_SCAN_MIN_ROWS": env_int("RETRIEVAL_COMPACT_SCAN_MIN_ROWS", 1_000),
     "COMPACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_COMPACT_SCAN_MAX_ROWS", 200_000),
     # the shortlist: this many windows per result asked for, at least MIN, at most MAX
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),

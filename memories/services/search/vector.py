@@ -92,8 +92,9 @@ def vector_signal_get(
     (None: no neighbours wanted); the distances of ``distance_ids`` and of those
     neighbours. An exact scan does it in one round trip, the index in two or three.
     A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'.
-    One user's set too large for the float exact scan goes through the compact scan
-    (compact.py) when it is not too large for that either."""
+    One user's set of more than a few rows goes through the compact scan (compact.py)
+    unless it is too large for that too; other sets by the float exact scan up to
+    EXACT_SCAN_MAX_ROWS, past it by the index."""
     # compact.py builds on this module's VectorSignal: imported here, not at the top
     from memories.services.search.compact import compact_scan_applies, compact_vector_candidates
 

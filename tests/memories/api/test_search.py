@@ -258,7 +258,11 @@ def test_index_path_ranks_like_the_exact_path(chat, settings, mode, user):
         ]  # fmt: skip
 
     exact = ranking()
-    settings.RETRIEVAL = {**settings.RETRIEVAL, "EXACT_SCAN_MAX_ROWS": 0}
+    settings.RETRIEVAL = {
+        **settings.RETRIEVAL,
+        "EXACT_SCAN_MAX_ROWS": 0,
+        "COMPACT_SCAN_MIN_ROWS": 0,
+    }
     assert ranking() == exact  # the compact scan when a user is named, else the index
     settings.RETRIEVAL = {**settings.RETRIEVAL, "COMPACT_SCAN_MAX_ROWS": 0}
     assert ranking() == exact  # the index
@@ -458,6 +462,7 @@ def test_a_user_with_few_memories_among_many_still_gets_k(
     settings.RETRIEVAL = {
         **settings.RETRIEVAL,
         "EXACT_SCAN_MAX_ROWS": exact_scan_max_rows,
+        "COMPACT_SCAN_MIN_ROWS": exact_scan_max_rows,
         "COMPACT_SCAN_MAX_ROWS": compact_scan_max_rows,
     }
     hnsw = compact_scan_max_rows == 0

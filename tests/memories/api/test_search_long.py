@@ -58,6 +58,7 @@ def test_a_long_memory_is_found_by_a_phrase_from_its_end(owner, settings, mode, 
         settings.RETRIEVAL = {
             **settings.RETRIEVAL,
             "EXACT_SCAN_MAX_ROWS": 0,
+            "COMPACT_SCAN_MIN_ROWS": 0,
             "COMPACT_SCAN_MAX_ROWS": compact_max,
         }
     query = "when is my grandmother's birthday party in Lisbon?"
@@ -89,6 +90,7 @@ def test_k_distinct_memories_when_one_memorys_windows_crowd_the_top(owner, setti
         settings.RETRIEVAL = {
             **settings.RETRIEVAL,
             "EXACT_SCAN_MAX_ROWS": 0,
+            "COMPACT_SCAN_MIN_ROWS": 0,
             "COMPACT_SCAN_MAX_ROWS": compact_max,
         }
     hits = search(owner, query="hiking in the mountains", user="ines", mode=mode, k=5)

@@ -120,10 +120,10 @@ def test_a_shortlist_covering_the_user_equals_the_exact_scan(corpus, settings, a
     project, space, ines, mine, shared_ids = corpus
     filters = SearchFilters(shared=True) if shared else SearchFilters(end_user_id=ines.pk)
     wanted = [*mine[:3], *shared_ids[:3]]  # keyword candidates' distances, say
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=1_000_000)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=1_000_000, EXACT_SCAN_MAX_ROWS=1_000_000)
     exact, used = _search(project, space, filters, 10, aggregate=aggregate, distance_ids=wanted)
     assert not used
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=0, BITS_SHORTLIST_MIN=1_000)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=0, BITS_SHORTLIST_MIN=1_000)
     compact, used = _search(project, space, filters, 10, aggregate=aggregate, distance_ids=wanted)
     assert used
     assert [m for m, _ in compact.nearest] == [m for m, _ in exact.nearest]
@@ -139,7 +139,7 @@ def test_a_shortlist_covering_the_user_equals_the_exact_scan(corpus, settings, a
 def test_a_short_shortlist_still_gives_k_distinct_memories_nearest_first(corpus, settings):
     project, space, ines, mine, _ = corpus
     _retrieval(
-        settings, EXACT_SCAN_MAX_ROWS=0, BITS_SHORTLIST_MIN=0, BITS_SHORTLIST_PER_RESULT=3
+        settings, COMPACT_SCAN_MIN_ROWS=0, BITS_SHORTLIST_MIN=0, BITS_SHORTLIST_PER_RESULT=3
     )  # 60 windows for 20 results
     signal, used = _search(project, space, SearchFilters(end_user_id=ines.pk), 20)
     assert used
@@ -154,10 +154,10 @@ def test_filters_that_empty_the_shortlist_fall_back_to_the_exact_scan(corpus, se
     project, space, ines, mine, _ = corpus
     facts = _insert(project, space, ines, 12, kind="fact", rng=np.random.default_rng(11))
     filters = SearchFilters(end_user_id=ines.pk, kinds=["fact"])
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=1_000_000)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=1_000_000, EXACT_SCAN_MAX_ROWS=1_000_000)
     exact, _ = _search(project, space, filters, 10)
     # the user's 150 messages' windows crowd the 12 facts out of a 20-window shortlist
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=0, BITS_SHORTLIST_MIN=0, BITS_SHORTLIST_PER_RESULT=2)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=0, BITS_SHORTLIST_MIN=0, BITS_SHORTLIST_PER_RESULT=2)
     signal, used = _search(project, space, filters, 10)
     assert used  # tried first
     assert [m for m, _ in signal.nearest] == [m for m, _ in exact.nearest]
@@ -169,16 +169,16 @@ def test_the_thresholds_choose_the_path(corpus, settings):
     filters = SearchFilters(end_user_id=ines.pk)
     size = collection_size_get(project=project, filters=filters)
     assert size == USER_ROWS
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=size, COMPACT_SCAN_MAX_ROWS=10 * size)
-    assert not _search(project, space, filters, 10)[1]  # at the exact limit: exact
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=size - 1)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=size, COMPACT_SCAN_MAX_ROWS=10 * size)
+    assert not _search(project, space, filters, 10)[1]  # at the compact floor: exact
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=size - 1)
     signal, used = _search(project, space, filters, 10)
     assert used and len(signal.nearest) == 10  # one past it: compact
-    _retrieval(settings, COMPACT_SCAN_MAX_ROWS=size - 1)
+    _retrieval(settings, COMPACT_SCAN_MAX_ROWS=size - 1, EXACT_SCAN_MAX_ROWS=0)
     signal, used = _search(project, space, filters, 10)
     assert not used and len(signal.nearest) == 10  # past the compact limit: the index
     # without a user the compact scan never applies
-    _retrieval(settings, EXACT_SCAN_MAX_ROWS=0, COMPACT_SCAN_MAX_ROWS=10**9)
+    _retrieval(settings, COMPACT_SCAN_MIN_ROWS=0, COMPACT_SCAN_MAX_ROWS=10**9)
     assert not _search(project, space, SearchFilters(), 10)[1]
 
 
