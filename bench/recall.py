@@ -2,7 +2,7 @@
 
 The hub's vector search goes through the per-space HNSW index (approximate) unless the
 filtered set has at most RETRIEVAL_EXACT_SCAN_MAX_ROWS rows, when it scans exactly, or is
-one user's of at most RETRIEVAL_COMPACT_SCAN_MAX_ROWS, when it scans the user's
+one user's of RETRIEVAL_COMPACT_SCAN_MIN_ROWS to _MAX_ROWS, when it scans the user's
 binary-quantized vectors and re-ranks a shortlist (memories/services/search/compact.py). The
 hub judges that size by a capped count and past the cap by the planner's estimate; here
 the true count says which path a search took, so a set near the threshold may be
@@ -25,7 +25,8 @@ from bench.client import Api, encode, summary
 
 # memoryhub/settings.py: RETRIEVAL["EXACT_SCAN_MAX_ROWS"], ["COMPACT_SCAN_MAX_ROWS"]
 EXACT_SCAN_MAX_ROWS = int(os.environ.get("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000))
-# one user's set between the two limits goes through the compact scan (bits, then floats)
+# one user's set between these goes through the compact scan (bits, then floats)
+COMPACT_SCAN_MIN_ROWS = int(os.environ.get("RETRIEVAL_COMPACT_SCAN_MIN_ROWS", 1_000))
 COMPACT_SCAN_MAX_ROWS = int(os.environ.get("RETRIEVAL_COMPACT_SCAN_MAX_ROWS", 200_000))
 
 EXACT_SQL = """
@@ -97,7 +98,7 @@ def _compare(
     samples.recalls.append(recall)
     samples.api_ms.append(elapsed)
     samples.rows.append(count)
-    if user is not None and EXACT_SCAN_MAX_ROWS < count <= COMPACT_SCAN_MAX_ROWS:
+    if user is not None and COMPACT_SCAN_MIN_ROWS < count <= COMPACT_SCAN_MAX_ROWS:
         samples.compact.append(recall)
     elif count > EXACT_SCAN_MAX_ROWS:
         samples.indexed.append(recall)
