@@ -186,7 +186,8 @@ def bare_model_on_chunks(bench: Bench, chunks: list[str]) -> dict[str, Any]:
     size = int(os.environ.get("INGESTION_EMBED_BATCH_SIZE", "32"))
     bench.embed(chunks[:size])  # loads the model (once per run) and warms it
     model = bench._model  # loaded by bench.embed: the run's one copy
-    wordpieces = [len(ids) for ids in model.tokenizer(chunks)["input_ids"]]
+    wordpieces = [n + 2 for n in model.token_counts(chunks)]  # with the model's two markers
+    max_seq_length = int(model.runtime.max_seq_length)
     started = time.perf_counter()
     for first in range(0, len(chunks), size):
         bench.embed(chunks[first : first + size])
@@ -196,8 +197,8 @@ def bare_model_on_chunks(bench: Bench, chunks: list[str]) -> dict[str, Any]:
         "seconds": round(seconds, 2),
         "per_second": round(len(chunks) / seconds, 2),
         "mean_wordpieces": round(sum(wordpieces) / len(wordpieces), 1),
-        "max_seq_length": int(model.max_seq_length),
-        "chunks_cut_by_model": sum(1 for n in wordpieces if n > model.max_seq_length),
+        "max_seq_length": max_seq_length,
+        "chunks_cut_by_model": sum(1 for n in wordpieces if n > max_seq_length),
     }
 
 

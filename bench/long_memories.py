@@ -119,10 +119,8 @@ def memories_forget(project: Project, *, keep: bool) -> None:
 
 def pieces(provider: Any, texts: list[str]) -> float:
     """Mean word pieces per text (the model's tokenizer, no markers)."""
-    tokenizer = provider.load().tokenizer
-    counts = [
-        len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) for text in texts
-    ]
+    model = provider.load()
+    counts = [len(model.offsets(text)) for text in texts]
     return sum(counts) / len(counts)
 
 
