@@ -204,7 +204,8 @@ def test_a_valid_change_is_saved_through_the_service_and_recorded(owner, editor)
     response = editor.post(
         project_url(owner.project, "settings/search/"),
         {"default_mode": "hybrid", "keyword_weight": "0.7", "neighbour_weight": "0.3",
-         "rrf_k": "60", "recency_weight": "0", "recency_half_life_days": "30",
+         "neighbour_max_bytes": "1000", "rrf_k": "60", "recency_weight": "0",
+         "recency_half_life_days": "30",
          "importance_weight": "0", "window_aggregate": "mean", "bm25_k1": "0.9", "bm25_b": "0.75"},
         HTTP_HX_REQUEST="true",
     )  # fmt: skip
