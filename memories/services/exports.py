@@ -108,7 +108,7 @@ def _memories_export(
 ) -> tuple[list[dict[str, Any]], dict[str, set[Any]]]:
     """The memories' documents, oldest first, and the users, rooms and agents they name."""
     rows = (
-        queryset.order_by("created_at", "id")
+        queryset.order_by("created_at", "public_id")  # the same order in every project
         .values(*MEMORY_FIELDS, "end_user_id", "room_id", "agent_id")
         .annotate(
             user_external_id=models.F("end_user__external_id"),
