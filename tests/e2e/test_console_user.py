@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from memories.models import EndUser, Memory
 from tests.conftest import Tenant, embed_pending
@@ -73,14 +74,16 @@ def test_find_her_and_search_as_you_type(editor_page, owner, maria):
     page.get_by_placeholder("Search this user’s memories as you type…").press_sequentially(
         "cats", delay=40
     )
+    # Each keystroke may answer; wait for the answer to the whole word, or a later
+    # swap would replace (and close) the explain opened below.
+    page.locator("#search-results .result-line", has_text="“cats” in auto mode").wait_for()
     marks = page.locator("#search-results mark")
-    marks.first.wait_for()
     assert "cat" in marks.first.inner_text().lower()
     results = page.locator("#search-results article.memory")
     assert "Bob" not in page.locator("#search-results").inner_text()
     explain = results.first.locator("details.explain")
     explain.locator("summary").click()
-    assert explain.get_by_text("keyword rank").is_visible()
+    expect(explain.get_by_text("keyword rank")).to_be_visible()
     screenshot(page, "user-search")
 
     page.select_option("select[name=mode]", "vector")  # meaning only: no shared word
