@@ -393,6 +393,9 @@ LLM: dict[str, Any] = {
 RETRIEVAL: dict[str, Any] = {
     # candidates taken from each signal before fusion, as a multiple of k
     "CANDIDATE_MULTIPLIER": env_int("RETRIEVAL_CANDIDATE_MULTIPLIER", 4),
+    # ... for the first this many results; one candidate for each result past them
+    # (a context asks for up to 200 results: the tail of a long list needs no more)
+    "CANDIDATE_MULTIPLIED_K": env_int("RETRIEVAL_CANDIDATE_MULTIPLIED_K", 40),
     "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
     # below this many rows in the filtered set an exact scan beats the index
     "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),

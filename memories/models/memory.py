@@ -178,10 +178,12 @@ class Memory(models.Model):
                 name="memory_document_chunk",
                 condition=Q(document_id__isnull=False),
             ),
-            # metadata containment filters (metadata @> {...})
-            GinIndex(fields=["metadata"], name="memory_metadata_gin"),
+            # metadata containment filters (metadata @> {...}); both GIN indexes without
+            # the pending list (fastupdate), which every search would read through
+            # (migration 0012)
+            GinIndex(fields=["metadata"], name="memory_metadata_gin", fastupdate=False),
             # keyword search (search_vector @@ tsquery)
-            GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
+            GinIndex(fields=["search_vector"], name="memory_search_vector_gin", fastupdate=False),
         ]
         constraints = [
             # a client-chosen id is unique within its project, not across the hub; also

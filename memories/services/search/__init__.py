@@ -32,7 +32,14 @@ from memories.services.search.ranking import (
 from memories.services.search.slots import slotted
 from memories.services.search.vector import collection_size_get, vector_signal_get
 
-__all__ = ["SearchFilters", "SearchHit", "SearchMode", "SearchResult", "memory_search"]
+__all__ = [
+    "SearchFilters",
+    "SearchHit",
+    "SearchMode",
+    "SearchResult",
+    "candidate_limit",
+    "memory_search",
+]
 
 
 @dataclass
@@ -65,7 +72,7 @@ def memory_search(
     policy = project_settings_get(project=project).search
     mode = mode or policy.default_mode
     filters = filters or SearchFilters()
-    limit = _candidate_limit(mode=mode, k=k, threshold=threshold)
+    limit = candidate_limit(mode=mode, k=k, threshold=threshold)
     timings: dict[str, float] = {}
     pool = CandidatePool()
     # started first, so the query is embedded while PostgreSQL runs the queries up to
@@ -103,11 +110,14 @@ def memory_search(
     return SearchResult(hits=hits, mode=mode, timings_ms=timings)
 
 
-def _candidate_limit(*, mode: str, k: int, threshold: float | None) -> int:
+def candidate_limit(*, mode: str, k: int, threshold: float | None) -> int:
     """How many candidates each signal proposes: fused modes, and a threshold that
-    may drop rows, read more than k."""
+    may drop rows, read more than k: CANDIDATE_MULTIPLIER candidates for each of the
+    first CANDIDATE_MULTIPLIED_K results, one for each result past them."""
     if mode in SearchMode.FUSED or threshold is not None:
-        return int(max(k * settings.RETRIEVAL["CANDIDATE_MULTIPLIER"], k))
+        retrieval = settings.RETRIEVAL
+        head = min(k, int(retrieval["CANDIDATE_MULTIPLIED_K"]))
+        return k + head * max(int(retrieval["CANDIDATE_MULTIPLIER"]) - 1, 0)
     return k
 
 

@@ -9,6 +9,7 @@ from memories.embeddings import get_provider
 from memories.models import Embedding, EndUser, Memory
 from memories.services.embedding import embedding_space_get
 from memories.services.importance import importance_recompute
+from memories.services.search import candidate_limit
 from tests.conftest import embed_pending, vector_search_plans
 
 SEARCH = "/api/v1/search/"
@@ -536,3 +537,17 @@ def search_read_only(tenant, **body):
     response = tenant.read_client.post(SEARCH, body)
     assert response.status_code == 200
     return response.json()
+
+
+@pytest.mark.parametrize(
+    ("mode", "k", "threshold", "limit"),
+    [("auto", 10, None, 40), ("auto", 40, None, 160), ("auto", 100, None, 220),
+     ("hybrid", 200, None, 320), ("vector", 100, None, 100), ("vector", 10, 0.5, 40)],
+)  # fmt: skip
+def test_the_candidates_per_signal_grow_by_one_past_the_multiplied_results(
+    settings, mode, k, threshold, limit
+):
+    settings.RETRIEVAL = {
+        **settings.RETRIEVAL, "CANDIDATE_MULTIPLIER": 4, "CANDIDATE_MULTIPLIED_K": 40
+    }  # fmt: skip
+    assert candidate_limit(mode=mode, k=k, threshold=threshold) == limit

@@ -84,3 +84,21 @@ def test_a_set_larger_than_the_budget_still_ranks_the_rare_word_first(owner, set
         cursor.execute("ANALYZE memories_memory")  # the statistics that pick the rare word
     top = keyword_top(owner.project, alice, "weather ferry")
     assert top[0] == "The weather turned and the ferry stopped"
+
+
+def test_a_write_goes_into_the_gin_indexes_not_a_pending_list(owner):
+    # with fastupdate (PostgreSQL's default) a write's entries wait in a pending list
+    # that every keyword search and metadata filter reads through (migration 0012)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s) ORDER BY relname",
+            [["memory_metadata_gin", "memory_search_vector_gin"]],
+        )
+        options = cursor.fetchall()
+    assert options == [
+        ("memory_metadata_gin", ["fastupdate=off"]),
+        ("memory_search_vector_gin", ["fastupdate=off"]),
+    ]
+    remember(owner.project, "alice", "Whiskers the tabby sleeps on the piano")
+    alice = EndUser.objects.get(project=owner.project, external_id="alice")
+    assert keyword_top(owner.project, alice, "piano") == ["Whiskers the tabby sleeps on the piano"]
