@@ -40,7 +40,7 @@ SECONDS_APART = 1  # created_at step between consecutive bulk rows
 # session settings of the index builds: the whole HNSW graph of 1M 384-d vectors fits
 # in memory (~2 GB), and the leader plus one worker keep both cores busy
 MAINTENANCE = {"maintenance_work_mem": "4GB", "max_parallel_maintenance_workers": "1"}
-KEYWORD_INDEX = "memory_search_vector_gin"
+KEYWORD_INDEX = "memory_keyword_gin"
 # memories migration 0011: the table of each window's owner and bits, filled by triggers
 # on memories_embedding, and its two indexes
 BITS_TABLE = "memories_embedding_bits"

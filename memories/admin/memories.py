@@ -10,10 +10,11 @@ from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.postgres.search import SearchQuery
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -35,6 +36,7 @@ from memories.models import (
     MemoryQuerySet,
     MemoryRevision,
     Room,
+    keyword_document_sql,
 )
 from memories.services.embedding import embedding_enqueue
 from memories.services.memories import (
@@ -171,7 +173,10 @@ class MemoryAdmin(LargeTableAdmin):
         users = list(EndUser.objects.filter(external_id=term).values_list("pk", flat=True))
         rooms = list(Room.objects.filter(external_id=term).values_list("pk", flat=True))
         words = SearchQuery(term, config=SEARCH_CONFIG, search_type="websearch")
-        matches = Q(search_vector=words)
+        # the keyword index's own expression, so the index serves the match
+        document = RawSQL(keyword_document_sql('"memories_memory"'), [], SearchVectorField())
+        queryset = queryset.annotate(keyword_document=document)
+        matches = Q(keyword_document=words)
         if users:
             matches |= Q(end_user__in=users)
         if rooms:

@@ -3,7 +3,14 @@
 from memories.models.embedding import Embedding, EmbeddingSpace
 from memories.models.history import IdempotencyKey, MemoryRevision, SettingsRevision
 from memories.models.maintenance import MaintenanceRun
-from memories.models.memory import SEARCH_CONFIG, Memory, MemoryQuerySet, content_hash
+from memories.models.memory import (
+    SEARCH_CONFIG,
+    Memory,
+    MemoryQuerySet,
+    content_hash,
+    keyword_document_sql,
+    keyword_owner_token,
+)
 from memories.models.operators import Membership, MembershipQuerySet
 from memories.models.synopsis import Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.tenancy import (
@@ -19,6 +26,8 @@ from memories.models.tenancy import (
 
 __all__ = [
     "SEARCH_CONFIG",
+    "keyword_document_sql",
+    "keyword_owner_token",
     "Agent",
     "ApiKey",
     "ApiKeyQuerySet",

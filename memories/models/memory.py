@@ -17,6 +17,29 @@ from memories.models.tenancy import Agent, EndUser, Project, Room
 
 SEARCH_CONFIG = "english"
 
+# Keyword search's indexed document: the text's lexemes and one token of the memory's
+# owner, "~u<end user id>" ("~u" for the project's shared memories), which no text
+# yields (the parser splits at "~"). A search filtered to one user asks for that token
+# AND its words: PostgreSQL's GIN index then walks the user's postings and skips
+# through the words', instead of reading every posting of the words in the whole
+# table and intersecting with the user's rows (at 1M memories, a user of 9,000: 38 ms
+# -> 4 ms for the matching rows, BENCHMARKS.md). Index memory_keyword_gin (migration
+# 0013) is built on exactly this expression; queries must repeat it to use it.
+KEYWORD_OWNER_PREFIX = "~u"
+
+
+def keyword_document_sql(alias: str) -> str:
+    """The SQL of keyword search's indexed document over memories_memory ``alias``."""
+    return (
+        f"({alias}.search_vector || array_to_tsvector("
+        f"ARRAY['{KEYWORD_OWNER_PREFIX}' || coalesce({alias}.end_user_id::text, '')]))"
+    )
+
+
+def keyword_owner_token(end_user_id: int | None) -> str:
+    """The owner token of a user's memories (None: of the project's shared ones)."""
+    return f"{KEYWORD_OWNER_PREFIX}{end_user_id if end_user_id is not None else ''}"
+
 
 def content_hash(text: str) -> str:
     """The de-duplication and embedding-cache key of a text (whitespace-normalized)."""
@@ -178,12 +201,11 @@ class Memory(models.Model):
                 name="memory_document_chunk",
                 condition=Q(document_id__isnull=False),
             ),
-            # metadata containment filters (metadata @> {...}); both GIN indexes without
-            # the pending list (fastupdate), which every search would read through
-            # (migration 0012)
+            # metadata containment filters (metadata @> {...}); without the pending list
+            # (fastupdate), which every search would read through (migration 0012).
+            # Keyword search's GIN index is on keyword_document_sql(), outside the
+            # model's state: migration 0013 builds it, bench/bulk.py rebuilds it.
             GinIndex(fields=["metadata"], name="memory_metadata_gin", fastupdate=False),
-            # keyword search (search_vector @@ tsquery)
-            GinIndex(fields=["search_vector"], name="memory_search_vector_gin", fastupdate=False),
         ]
         constraints = [
             # a client-chosen id is unique within its project, not across the hub; also

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Q
@@ -25,6 +26,7 @@ CACHE_TTL = 7 * 86400
 # deletes): counting a user of 100,000 messages on every context costs more than the
 # context; in between, only the messages written since the total are read (indexed)
 RECOUNT_SECONDS = 300
+RECOUNT_CHUNK = 2_000  # rows per fetch of a whole recount
 
 
 def history_tokens(*, end_user: EndUser, room: Room | None, encoding: str) -> int:
@@ -49,9 +51,10 @@ def history_tokens(*, end_user: EndUser, room: Room | None, encoding: str) -> in
             return _store(key, cached, added, encoding, checked=cached.get("checked", 0))
         if cached["count"] + len(added) == messages.count():
             return _store(key, cached, added, encoding, checked=now)
-    rows = list(messages.order_by("created_at", "id").values_list("created_at", "id", "content"))
+    # streamed: a user of 100,000 messages held whole is ~50 MB the web process keeps
+    rows = messages.order_by("created_at", "id").values_list("created_at", "id", "content")
     empty = {"count": 0, "tokens": 0, "at": None, "id": None}
-    return _store(key, empty, rows, encoding, checked=now)
+    return _store(key, empty, rows.iterator(chunk_size=RECOUNT_CHUNK), encoding, checked=now)
 
 
 def _cached(key: str) -> dict[str, Any] | None:
@@ -63,14 +66,18 @@ def _cached(key: str) -> dict[str, Any] | None:
 
 
 def _store(
-    key: str, state: dict[str, Any], rows: list[Any], encoding: str, *, checked: float
+    key: str, state: dict[str, Any], rows: Iterable[Any], encoding: str, *, checked: float
 ) -> int:
-    tokens = state["tokens"] + sum(token_count(content, encoding) for _, _, content in rows)
-    if rows or checked != state.get("checked"):
-        last = (rows[-1][0].isoformat(), str(rows[-1][1])) if rows else (state["at"], state["id"])
+    """``state`` grown by ``rows`` (created_at, id, content; oldest first), stored."""
+    tokens, count, last = state["tokens"], 0, None
+    for created_at, memory_id, content in rows:
+        tokens += token_count(content, encoding)
+        count, last = count + 1, (created_at.isoformat(), str(memory_id))
+    if count or checked != state.get("checked"):
+        at, last_id = last or (state["at"], state["id"])
         state = {
-            "count": state["count"] + len(rows), "tokens": tokens,
-            "at": last[0], "id": last[1], "checked": checked,
+            "count": state["count"] + count, "tokens": tokens,
+            "at": at, "id": last_id, "checked": checked,
         }  # fmt: skip
         try:
             redis_client().set(key, json.dumps(state), ex=CACHE_TTL)

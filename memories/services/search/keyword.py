@@ -20,14 +20,16 @@ from django.conf import settings
 from django.db import connection
 
 from memories.config import SearchSettings
-from memories.models import SEARCH_CONFIG, Project
+from memories.models import SEARCH_CONFIG, Project, keyword_document_sql, keyword_owner_token
 from memories.services.search.filters import SearchFilters
+
+DOCUMENT = keyword_document_sql("m")  # what the GIN index memory_keyword_gin holds
 
 # The rows that hold query words: one SELECT per branch of the UNION, so the planner
 # sees each tsquery; ``{branch}`` names each branch's parameters.
 MATCHING_SQL = """(
     SELECT m.id, m.search_vector, octet_length(m.content) AS dl FROM memories_memory m
-    WHERE m.search_vector @@ %({branch}_tsquery)s::tsquery AND {where}
+    WHERE {document} @@ %({branch}_tsquery)s::tsquery AND {where}
     LIMIT %({branch}_limit)s
 )"""
 
@@ -171,9 +173,20 @@ def _matching_sql(
         branches.append((_tsquery(selective, "|"), budget))
     if common:
         branches += [(_tsquery(list(estimates), "&"), limit), (_tsquery(common[:1], "|"), limit)]
+    owner = _owner_tsquery(filters)
     sql = []
     for number, (tsquery, rows) in enumerate(branches):
         branch = f"branch{number}"
-        sql.append(MATCHING_SQL.format(branch=branch, where=where))
-        params |= {f"{branch}_tsquery": tsquery, f"{branch}_limit": rows}
+        sql.append(MATCHING_SQL.format(branch=branch, where=where, document=DOCUMENT))
+        params |= {f"{branch}_tsquery": owner + f"({tsquery})", f"{branch}_limit": rows}
     return " UNION ALL ".join(sql), params
+
+
+def _owner_tsquery(filters: SearchFilters) -> str:
+    """The owner token the matching rows must hold (and ...), when the filters name
+    one owner: the index then reads that owner's postings (memories.models.memory)."""
+    if filters.end_user_id is not None:
+        return _tsquery([keyword_owner_token(filters.end_user_id)], "&") + " & "
+    if filters.shared:
+        return _tsquery([keyword_owner_token(None)], "&") + " & "
+    return ""

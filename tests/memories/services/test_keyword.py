@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from memories.config import SearchSettings
-from memories.models import EndUser, Memory, content_hash
+from memories.models import EndUser, Memory, content_hash, keyword_document_sql, keyword_owner_token
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.keyword import keyword_candidates
 from memories.services.search.vector import collection_size_get
@@ -92,13 +92,43 @@ def test_a_write_goes_into_the_gin_indexes_not_a_pending_list(owner):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s) ORDER BY relname",
-            [["memory_metadata_gin", "memory_search_vector_gin"]],
+            [["memory_keyword_gin", "memory_metadata_gin", "memory_search_vector_gin"]],
         )
         options = cursor.fetchall()
     assert options == [
+        ("memory_keyword_gin", ["fastupdate=off"]),
         ("memory_metadata_gin", ["fastupdate=off"]),
-        ("memory_search_vector_gin", ["fastupdate=off"]),
     ]
     remember(owner.project, "alice", "Whiskers the tabby sleeps on the piano")
     alice = EndUser.objects.get(project=owner.project, external_id="alice")
     assert keyword_top(owner.project, alice, "piano") == ["Whiskers the tabby sleeps on the piano"]
+
+
+def test_a_users_keyword_search_reads_the_owner_token_through_the_index(owner):
+    # the rows' owner token is in the index's expression only, never in a text's words
+    alice = remember(owner.project, "alice", "Whiskers sleeps on the piano", "I play piano")
+    bob = remember(owner.project, "bob", "Bob tunes pianos")
+    remember(owner.project, "carol", f"u{alice.pk} and ~u{alice.pk} are only words here")
+    shared = Memory(project=owner.project, content="The piano manual", content_hash="m")
+    shared.save()
+    for user, expected in [(alice, 2), (bob, 1)]:
+        assert len(keyword_top(owner.project, user, "piano")) == expected
+    everyone = memory_search(project=owner.project, query="piano", mode="keyword")
+    assert len(everyone.hits) == 4
+    only_shared = memory_search(
+        project=owner.project, query="piano", mode="keyword", filters=SearchFilters(shared=True)
+    )
+    assert [hit.memory.content for hit in only_shared.hits] == ["The piano manual"]
+    # "u<id>" typed as a word finds carol's text only, not alice's memories
+    typed = memory_search(project=owner.project, query=f"u{alice.pk}", mode="keyword")
+    assert [hit.memory.end_user.external_id for hit in typed.hits] == ["carol"]
+    # the query's expression is the index's: with sequential scans off the plan uses it
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        document = keyword_document_sql("m")
+        cursor.execute(
+            f"EXPLAIN SELECT m.id FROM memories_memory m WHERE {document} @@ %s::tsquery",
+            [f"'{keyword_owner_token(alice.pk)}' & 'piano'"],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "memory_keyword_gin" in plan
