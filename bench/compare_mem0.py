@@ -23,7 +23,7 @@ and the same PostgreSQL + pgvector server:
    <scratch>/hub with EMBEDDING_TORCH_THREADS=<threads>; mem0 gets a database ``mem0``
    (with the vector extension) on the hub's embedded PostgreSQL, reached through its
    unix socket.
-3. Raw model, in this process: texts/s encoding every turn in calls of 64 (the
+3. Raw model, in this process: texts/s encoding every turn in calls of 16 (the
    worker's batch size), and milliseconds to embed each question alone (fresh: the
    hub's query cache would hide it).
 4. MemoryHub over HTTP, as an agent would: every turn written through
@@ -99,7 +99,7 @@ from bench.stack import (  # noqa: E402
 )
 
 K = 10
-MODEL_BATCH = 64  # the worker's EMBEDDING_BATCH_SIZE default
+MODEL_BATCH = 16  # the worker's EMBEDDING_BATCH_SIZE default
 
 
 def say(message: str = "") -> None:

@@ -68,6 +68,7 @@ def concurrency_phase(bench: Bench, clients: tuple[int, ...] = CLIENTS) -> None:
         row["load_average_before"] = [round(x, 2) for x in load_before]
         row["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         row["foreign_cpu_cores"] = bench.foreign(name)
+        row["cores_by_role"] = bench.monitor.cores_by_role(name)
         rows.append(row)
         bench.wait_embedded("after concurrency")  # the next count starts from no backlog
     bench.results.setdefault("concurrency", []).append(

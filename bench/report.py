@@ -180,6 +180,11 @@ def _concurrency(results: dict[str, Any]) -> None:
         ]  # fmt: skip
         print(table(headers, rows))
         for row in level["rows"]:
+            if row.get("cores_by_role"):
+                roles = row["cores_by_role"].items()
+                used = ", ".join(f"{role} {_f(cores)}" for role, cores in roles)
+                print(f"  {row['clients']} client(s), cores used by: {used}")
+        for row in level["rows"]:
             for example in row.get("error_examples", []):
                 print(f"  {row['clients']} clients, error: {example}")
 

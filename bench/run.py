@@ -238,7 +238,7 @@ def arguments() -> argparse.Namespace:
         "(default: one per core, as the hub does when it is unset)",
     )  # fmt: skip
     parser.add_argument(
-        "--embed-batch", type=int, default=int(os.environ.get("EMBEDDING_BATCH_SIZE", 64))
+        "--embed-batch", type=int, default=int(os.environ.get("EMBEDDING_BATCH_SIZE", 16))
     )
     parser.add_argument("--ingest", type=int, help="messages in the ingestion phase")
     parser.add_argument(
@@ -381,6 +381,11 @@ def results_finish(
         phase: {
             **{k: round(v, 1) for k, v in bucket.items()},
             "foreign_cores": monitor.foreign_cpu(phase),
+            "roles": {
+                role: round(used, 1)
+                for role, used in sorted(monitor.roles_cpu.get(phase, {}).items())
+                if used
+            },
         }
         for phase, bucket in monitor.cpu.items()
     }

@@ -263,6 +263,7 @@ class Monitor:
         self.runner: psutil.Process | None = None
         self.peaks: dict[str, dict[str, float]] = {}
         self.cpu: dict[str, dict[str, float]] = {}
+        self.roles_cpu: dict[str, dict[str, float]] = {}  # phase -> role -> CPU seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._roles: dict[str, list[psutil.Process]] = {}
@@ -301,21 +302,26 @@ class Monitor:
         return used
 
     def _sample(self, phase: str) -> float:
-        """Record each role's RSS; returns the CPU seconds our processes used since the
-        last sample."""
+        """Record each role's RSS and CPU seconds; returns the CPU seconds our processes
+        used since the last sample."""
         ours = 0.0
+        roles_cpu = self.roles_cpu.setdefault(phase, {})
         for role, processes in {**self._roles, "runner": self._runner_processes()}.items():
             rss = []
             for process in processes:
                 try:
                     rss.append(process.memory_info().rss / 2**20)
-                    ours += self._cpu_since_seen(process.pid, process)
+                    used = self._cpu_since_seen(process.pid, process)
                 except psutil.Error:
                     continue
+                ours += used
+                roles_cpu[role] = roles_cpu.get(role, 0.0) + used
             if rss:
                 self._peak(phase, f"{role}_max_mib", max(rss))
                 self._peak(phase, f"{role}_sum_mib", sum(rss))
-        return ours + self._cpu_since_seen(-1, psutil.Process())  # this process
+        mine = self._cpu_since_seen(-1, psutil.Process())  # this process: the clients
+        roles_cpu["bench"] = roles_cpu.get("bench", 0.0) + mine
+        return ours + mine
 
     def _run(self) -> None:
         last_busy = busy_seconds()
@@ -339,7 +345,16 @@ class Monitor:
             return None
         return max(0.0, bucket["busy"] - bucket["ours"]) / bucket["wall"]
 
-    def report(self) -> dict[str, dict[str, float]]:
+    def cores_by_role(self, phase: str) -> dict[str, float]:
+        """Cores' worth of CPU each role of ours used during a phase (web, postgres,
+        worker, ..., bench: this process)."""
+        wall = self.cpu.get(phase, {}).get("wall")
+        if not wall:
+            return {}
+        used = self.roles_cpu.get(phase, {}).items()
+        return {role: round(seconds / wall, 2) for role, seconds in sorted(used) if seconds}
+
+    def report(self) -> dict[str, dict[str, Any]]:
         """Per phase: seconds, our CPU seconds, and busy, our and foreign cores."""
         out = {}
         for phase, bucket in self.cpu.items():
@@ -347,6 +362,11 @@ class Monitor:
                 out[phase] = {
                     "seconds": bucket["wall"],
                     "ours_cpu_seconds": round(bucket["ours"], 1),
+                    "roles_cpu_seconds": {
+                        role: round(used, 1)
+                        for role, used in sorted(self.roles_cpu.get(phase, {}).items())
+                        if used
+                    },
                     "busy_cores": round(bucket["busy"] / bucket["wall"], 2),
                     "ours_cores": round(bucket["ours"] / bucket["wall"], 2),
                     "foreign_cores": round(

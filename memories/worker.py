@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from celery import bootsteps
 
 logger = logging.getLogger(__name__)
+
+AUTOGROUP = Path("/proc/self/autogroup")
 
 
 def worker_startup_check(**kwargs: Any) -> None:
@@ -29,10 +33,29 @@ def worker_startup_check(**kwargs: Any) -> None:
     logger.info("embedding model ready: %s, %d dimensions", space, vector.shape[1])
 
 
+def autogroup_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
+    """Give this process's session the nice value ``nice``; False where the kernel has
+    no autogroups (or refuses).
+
+    With autogroup scheduling (CONFIG_SCHED_AUTOGROUP, on in most distributions'
+    kernels) the CPU is shared fairly between sessions first, and a process's own nice
+    value only ranks it within its session. The hub starts the worker in a session of
+    its own, so os.nice() alone left it a full share beside the web server: a session's
+    group takes its nice value from /proc/<pid>/autogroup (raising it needs no
+    privilege). Only a worker leading its own session does so (the hub starts it so):
+    one started from a shell would lower everything else in that shell's session too."""
+    if nice <= 0 or os.getsid(0) != os.getppid():
+        return False
+    try:
+        autogroup.write_text(str(nice))
+    except OSError:
+        return False
+    return True
+
+
 def worker_process_setup(**kwargs: Any) -> None:
     """In each pool process: torch threads, CPU priority, garbage-collector freeze."""
     import gc
-    import os
 
     from django.conf import settings
     from django.db import connections
@@ -44,6 +67,7 @@ def worker_process_setup(**kwargs: Any) -> None:
     # background work yields the CPU to the web processes on a shared machine: writes
     # and searches must stay fast while a backlog is embedded
     os.nice(settings.EMBEDDING["WORKER_NICE"])
+    autogroup_nice(settings.EMBEDDING["WORKER_NICE"])
     gc.freeze()  # the model's objects live as long as the process: never rescan them
 
 
