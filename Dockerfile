@@ -3,7 +3,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    MEMORYHUB_DATA_DIR=/app/var STATIC_ROOT=/app/staticfiles
+    MEMORYHUB_DATA_DIR=/app/var STATIC_ROOT=/app/staticfiles \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 
 # CPU torch first, from PyTorch's CPU index: a plain `torch` would pull the CUDA build.

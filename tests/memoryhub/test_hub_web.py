@@ -1,5 +1,5 @@
 """The hub's web server: threads enough that a write finds one free while searches wait
-for their slots (WEB_THREADS, --web-threads)."""
+for their slots (WEB_THREADS, --web-threads); its children's malloc arenas."""
 
 from pathlib import Path
 
@@ -26,3 +26,14 @@ def test_the_web_server_has_16_threads_a_process_by_default(tmp_path, monkeypatc
 def test_web_threads_and_the_option_set_them(tmp_path, monkeypatch, env, argv, threads) -> None:
     monkeypatch.setenv("WEB_THREADS", env)
     assert web_threads(tmp_path, *argv) == threads
+
+
+@pytest.mark.parametrize(("given", "arenas"), [({}, "2"), ({"MALLOC_ARENA_MAX": "8"}, "8")])
+def test_children_get_two_malloc_arenas_unless_told_otherwise(tmp_path, given, arenas) -> None:
+    command = Command()
+    options = vars(command.create_parser("manage.py", "hub").parse_args([]))
+    children = command.children({"PATH": "/bin", **given}, options, tmp_path)
+    assert {child.name for child in children} == {"web", "worker", "beat"}
+    for child in children:
+        assert child.env["MALLOC_ARENA_MAX"] == arenas
+        assert child.env["PATH"] == "/bin"
