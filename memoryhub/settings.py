@@ -334,6 +334,9 @@ EMBEDDING: dict[str, Any] = {
     # memories a worker claims at once: the model sorts one call's texts by length
     # before batching, so a larger claim wastes less on padding (BENCHMARKS.md)
     "CLAIM_SIZE": env_int("EMBEDDING_CLAIM_SIZE", 256),
+    # claims a worker process embeds at once, each on its own thread and connection:
+    # one lane's vectors are computed while another's are written (BENCHMARKS.md)
+    "LANES": env_int("EMBEDDING_LANES", 2),
     "TORCH_THREADS": env_int("EMBEDDING_TORCH_THREADS", 0),  # 0: torch's default
     # a text longer than WINDOW_TOKENS of the model's tokens is embedded as overlapping
     # windows of that many (0: as many as the model reads, 254 for all-MiniLM-L6-v2),

@@ -11,8 +11,12 @@ lost message or a Redis outage left behind.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -21,7 +25,7 @@ import numpy as np
 import redis
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
@@ -217,14 +221,48 @@ def embedding_run(  # type: ignore[no-untyped-def]
     With ``max_seconds`` it stops after that long and queues a follow-up run if any
     memory still waits (the worker's tasks do so; commands drain everything).
     ``progress`` (optional) is called with each batch's count, for progress bars.
+
+    EMBEDDING_LANES lanes run at once, each claiming its own batches (SKIP LOCKED) on
+    its own connection: while one lane's vectors are written (PostgreSQL updating the
+    HNSW index on the other core), another's are computed. Inside a transaction (a
+    caller's atomic block) one lane runs in it, as another connection could not see
+    its rows.
     """
     with contextlib.suppress(redis.RedisError):
         _redis().delete(QUEUED_FLAG)  # writes from now on enqueue a follow-up run
     provider = get_provider()
     space = embedding_space_get(provider=provider)
     size = batch_size or settings.EMBEDDING["CLAIM_SIZE"]
-    total = 0
+    lanes = max(1, int(settings.EMBEDDING["LANES"]))
     started = time.monotonic()
+    lane = functools.partial(
+        _lane_run, space=space, provider=provider, size=size, started=started,
+        max_seconds=max_seconds, progress=_locked(progress) if progress else None,
+    )  # fmt: skip
+    if lanes == 1 or connection.in_atomic_block:
+        total = lane()
+    else:
+        with ThreadPoolExecutor(lanes - 1, thread_name_prefix="embedding-lane") as pool:
+            others = [pool.submit(_closing(lane)) for _ in range(lanes - 1)]
+            total = lane()
+            total += sum(other.result() for other in others)  # a lane's error raises here
+    if total:
+        elapsed = time.monotonic() - started
+        logger.info("embedded %d memories in %.2fs (%.0f/s)", total, elapsed, total / elapsed)
+    return total
+
+
+def _lane_run(  # type: ignore[no-untyped-def]
+    *,
+    space: EmbeddingSpace,
+    provider: EmbeddingProvider,
+    size: int,
+    started: float,
+    max_seconds: float | None,
+    progress,
+) -> int:
+    """One lane of embedding_run: batches until none is left or the time is up."""
+    total = 0
     while done := embedding_process_batch(space=space, provider=provider, size=size):
         total += done
         if progress is not None:
@@ -232,10 +270,29 @@ def embedding_run(  # type: ignore[no-untyped-def]
         if max_seconds is not None and time.monotonic() - started > max_seconds:
             embedding_enqueue()  # the rest in a new task: a fair share for other tasks
             break
-    if total:
-        elapsed = time.monotonic() - started
-        logger.info("embedded %d memories in %.2fs (%.0f/s)", total, elapsed, total / elapsed)
     return total
+
+
+def _closing(function: Callable[[], int]) -> Callable[[], int]:
+    """``function`` run on a thread of its own, closing that thread's connection after."""
+
+    def run() -> int:
+        try:
+            return function()
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    return run
+
+
+def _locked(progress: Callable[[int], Any]) -> Callable[[int], Any]:
+    lock = threading.Lock()
+
+    def report(done: int) -> Any:
+        with lock:
+            return progress(done)
+
+    return report
 
 
 def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
