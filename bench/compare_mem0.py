@@ -88,10 +88,10 @@ from bench.mem0_side import (  # noqa: E402
     ours_version,
 )
 from bench.model import model_load  # noqa: E402
+from bench.monitor import Monitor  # noqa: E402
 from bench.stack import (  # noqa: E402
     REPO,
     Hub,
-    Monitor,
     free_port,
     hub_env,
     scratch_reset,

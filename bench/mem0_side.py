@@ -17,7 +17,8 @@ from typing import Any
 import psutil
 import psycopg
 
-from bench.stack import REPO, Hub, Monitor, free_port
+from bench.monitor import Monitor
+from bench.stack import REPO, Hub, free_port
 
 MEM0_VERSION = "2.2.1"
 MEM0_THRESHOLD = 0.1  # mem0's default search threshold

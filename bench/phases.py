@@ -15,8 +15,9 @@ from bench.bulk import BulkLoader
 from bench.client import Api, encode, summary
 from bench.corpus import USERS, Corpus, query_stream
 from bench.model import model_load, model_throughput
+from bench.monitor import Monitor
 from bench.recall import hnsw_recall
-from bench.stack import Hub, Monitor
+from bench.stack import Hub
 
 MODES = ("auto", "vector", "keyword", "hybrid")
 K = 10

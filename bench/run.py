@@ -141,15 +141,14 @@ from bench.maintenance_phases import (  # noqa: E402
     maintenance_level,
     maintenance_phases_run,
 )
+from bench.monitor import Monitor, quiet_wait  # noqa: E402
 from bench.phases import PROJECT, Bench, Plan, sql_value  # noqa: E402
 from bench.report import report_print  # noqa: E402
 from bench.stack import (  # noqa: E402
     REPO,
     Hub,
-    Monitor,
     free_port,
     hub_env,
-    quiet_wait,
     scratch_reset,
 )
 
