@@ -26,8 +26,8 @@ from memories.services.search.query_embedding import query_embedding_start
 from memories.services.search.ranking import (
     CandidatePool,
     SearchMode,
-    adjustment_wanted,
     candidates_rank,
+    ranking_facts_wanted,
 )
 from memories.services.search.slots import slotted
 from memories.services.search.vector import collection_size_get, vector_signal_get
@@ -100,7 +100,8 @@ def memory_search(
             )  # fmt: skip
             pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
     with _timed(timings, "rank"):
-        facts = ranking_facts_get(pool.ids()) if adjustment_wanted(policy) or explain else {}
+        wanted = ranking_facts_wanted(mode=mode, policy=policy, explain=explain)
+        facts = ranking_facts_get(pool.ids()) if wanted else {}
         ranked = candidates_rank(
             pool, mode=mode, policy=policy, threshold=threshold, explain=explain, facts=facts
         )

@@ -4,11 +4,12 @@ candidate, and only the winners are loaded whole."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from django.db import connection
+
 from memories.models import Memory
-from memories.services.search.ranking import Ranked
+from memories.services.search.ranking import Ranked, RankingFacts
 
 # rows deleted since the candidate queries leave a gap the spares fill
 SPARE_WINNERS = 5
@@ -22,13 +23,21 @@ class SearchHit:
     explain: dict[str, Any]
 
 
-def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, tuple[datetime, float]]:
-    """(created_at, importance score) of each memory still there, by id: the score is
-    MUXI's importance (services/importance.py), which counts the explicit importance."""
-    rows = Memory.objects.filter(pk__in=memory_ids).values_list(
-        "pk", "created_at", "importance_score"
-    )
-    return {pk: (created_at, importance) for pk, created_at, importance in rows}
+def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, RankingFacts]:
+    """What the ranking reads of each memory still there, by id, in one query: its
+    creation time and importance score (MUXI's importance, services/importance.py,
+    which counts the explicit importance) and its text's size in bytes (read from the
+    stored value's header, no decompression). One array parameter, not an IN list of
+    hundreds (a context's search ranks up to ~800 candidates)."""
+    if not memory_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, created_at, importance_score, octet_length(content)"
+            " FROM memories_memory WHERE id = ANY(%s)",
+            [list(memory_ids)],
+        )
+        return {memory_id: RankingFacts(*facts) for memory_id, *facts in cursor.fetchall()}
 
 
 def winners_load(ranked: list[Ranked], k: int) -> list[SearchHit]:

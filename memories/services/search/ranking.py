@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.embeddings import cosine_similarity
-from memories.services.search.fusion import neighbour_fusion, turn_lengths_get
+from memories.services.search.fusion import neighbour_fusion
 
 
 class SearchMode:
@@ -87,6 +87,14 @@ class CandidatePool:
         return [c.memory_id for c in self.candidates.values() if c.distance is None]
 
 
+class RankingFacts(NamedTuple):
+    """What the ranking reads of a candidate beside the signals (loading.py)."""
+
+    created_at: datetime
+    importance: float
+    bytes: int
+
+
 @dataclass
 class Ranked:
     score: float
@@ -101,13 +109,14 @@ def candidates_rank(
     mode: str,
     policy: SearchSettings,
     threshold: float | None,
-    facts: dict[Any, tuple[datetime, float]],
+    facts: dict[Any, RankingFacts],
     explain: bool,
 ) -> list[Ranked]:
     """Every candidate at or above ``threshold`` (cosine similarity; candidates with
-    none are kept), best first. ``facts`` holds (created_at, importance) by id for the
-    adjustment; a candidate missing from it is not adjusted."""
-    parts = _base_scores(pool.candidates, mode, policy)
+    none are kept), best first. ``facts`` (see ``ranking_facts_wanted``) gives each
+    turn's size to auto mode and creation time and importance to the adjustment; a
+    candidate missing from it is not adjusted."""
+    parts = _base_scores(pool.candidates, mode, policy, facts)
     now = timezone.now()
     ranked = []
     for memory_id, candidate in pool.candidates.items():
@@ -120,7 +129,8 @@ def candidates_rank(
         score = part.get("fused", part["base"])
         details: dict[str, Any] = {}
         if memory_id in facts:
-            score, details = _adjusted(score, *facts[memory_id], now=now, policy=policy)
+            created_at, importance, _ = facts[memory_id]
+            score, details = _adjusted(score, created_at, importance, now=now, policy=policy)
         if explain:
             details = {
                 "vector_rank": candidate.vector_rank,
@@ -143,6 +153,16 @@ def adjustment_wanted(policy: SearchSettings) -> bool:
     return bool(policy.recency_weight or policy.importance_weight)
 
 
+def ranking_facts_wanted(*, mode: str, policy: SearchSettings, explain: bool) -> bool:
+    """Whether the ranking reads the candidates' facts: for the adjustment, for
+    ``explain``, and for auto mode's cap on the turns its neighbours raise."""
+    return adjustment_wanted(policy) or explain or (mode == SearchMode.AUTO and _capped(policy))
+
+
+def _capped(policy: SearchSettings) -> bool:
+    return bool(policy.neighbour_weight and policy.neighbour_max_bytes)
+
+
 def _adjusted(
     score: float, created_at: datetime, importance: float, *, now: datetime, policy: SearchSettings
 ) -> tuple[float, dict[str, float]]:
@@ -163,7 +183,10 @@ def _recency(created_at: datetime, now: datetime, half_life_days: float) -> floa
 
 
 def _base_scores(
-    candidates: dict[Any, Candidate], mode: str, policy: SearchSettings
+    candidates: dict[Any, Candidate],
+    mode: str,
+    policy: SearchSettings,
+    facts: dict[Any, RankingFacts],
 ) -> dict[Any, dict[str, float]]:
     """Each candidate's score in 0..1 before recency and importance, with its parts."""
     rrf_k = policy.rrf_k
@@ -191,12 +214,14 @@ def _base_scores(
         parts[memory_id] = {"base": base, "keyword_norm": keyword, "rrf": rrf}
     if mode == SearchMode.AUTO:
         adjacent = _adjacent(candidates)
-        capped = bool(policy.neighbour_weight and policy.neighbour_max_bytes)
-        linked = [memory_id for memory_id, around in adjacent.items() if around]
+        lengths = {
+            memory_id: facts[memory_id].bytes
+            for memory_id, around in adjacent.items()
+            if around and memory_id in facts
+        }
         neighbour_fusion(
             adjacent, parts, beta=policy.neighbour_weight,
-            lengths=turn_lengths_get(linked) if capped else {},
-            max_bytes=policy.neighbour_max_bytes,
+            lengths=lengths if _capped(policy) else {}, max_bytes=policy.neighbour_max_bytes,
         )  # fmt: skip
     return parts
 
