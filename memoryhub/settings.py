@@ -412,7 +412,7 @@ RETRIEVAL: dict[str, Any] = {
     # the shortlist: this many windows per result asked for, at least MIN, at most MAX
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),
     "BITS_SHORTLIST_MIN": env_int("RETRIEVAL_BITS_SHORTLIST_MIN", 400),
-    "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 2_000),
+    "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 1_200),
     # keyword search reads at most this many rows; up to it, BM25 is exact
     "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 2_000),
 }

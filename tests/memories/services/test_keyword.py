@@ -6,6 +6,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memories.config import SearchSettings
 from memories.models import EndUser, Memory, content_hash, keyword_document_sql, keyword_owner_token
@@ -132,3 +133,40 @@ def test_a_users_keyword_search_reads_the_owner_token_through_the_index(owner):
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "memory_keyword_gin" in plan
+
+
+def test_the_common_words_rows_are_read_only_when_the_rare_words_rows_fall_short(owner, settings):
+    # a set larger than the budget: "weather" is common (ANALYZE's statistics), "ferry"
+    # and "harbour" rare. The first rows holding the common word are a fallback, read
+    # in a second statement only when the rare words' rows are fewer than asked for or
+    # overflow the budget (the estimate was wrong)
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "KEYWORD_MAX_MATCHES": 8}
+    common = [f"Today the weather was fine, note {n}" for n in range(30)]
+    ferries = [f"The weather turned and ferry {n} stopped" for n in range(3)]
+    alice = remember(owner.project, "alice", *common, *ferries)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    # written after ANALYZE: "harbour" has no statistics, so it passes for rare
+    remember(owner.project, "alice", *[f"A walk by the harbour, number {n}" for n in range(10)])
+    filters = SearchFilters(end_user_id=alice.pk)
+    size = collection_size_get(project=owner.project, filters=filters)
+    contents = dict(Memory.objects.filter(end_user=alice).values_list("pk", "content"))
+
+    def search(text, limit):
+        with CaptureQueriesContext(connection) as queries:
+            found = keyword_candidates(
+                project=owner.project, text=text, filters=filters, limit=limit,
+                collection_size=size, policy=SearchSettings(),
+            )  # fmt: skip
+        return [contents[memory_id] for memory_id, _ in found], len(queries)
+
+    # enough rare rows: one BM25 statement (after the query's words), rare rows only
+    found, statements = search("weather ferry", limit=2)
+    assert statements == 2 and all("ferry" in text for text in found) and len(found) == 2
+    # too few: the fallback adds the common word's rows after the rare ones
+    found, statements = search("weather ferry", limit=10)
+    assert statements == 3 and len(found) == 10
+    assert sorted(found[:3]) == sorted(ferries) and all("note" in text for text in found[3:])
+    # the rare word's 10 rows overflow the budget of 8: the fallback too
+    found, statements = search("weather harbour", limit=2)
+    assert statements == 3 and all("harbour" in text for text in found)
