@@ -413,6 +413,10 @@ RETRIEVAL: dict[str, Any] = {
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),
     "BITS_SHORTLIST_MIN": env_int("RETRIEVAL_BITS_SHORTLIST_MIN", 400),
     "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 1_200),
+    # a fused search of a filtered set of at least this many rows runs its vector step
+    # on a thread and connection of its own beside the keyword step (0: never;
+    # memories.services.search.lane)
+    "VECTOR_LANE_MIN_ROWS": env_int("RETRIEVAL_VECTOR_LANE_MIN_ROWS", 5_000),
     # keyword search reads at most this many rows; up to it, BM25 is exact
     "KEYWORD_MAX_MATCHES": env_int("RETRIEVAL_KEYWORD_MAX_MATCHES", 2_000),
 }

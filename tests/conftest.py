@@ -41,6 +41,16 @@ def django_db_modify_db_settings(redis_server: embedded.EmbeddedRedis | None) ->
     """pytest-django creates the test database after this: on the started server."""
 
 
+@pytest.fixture(autouse=True)
+def vector_lanes_closed() -> Iterator[None]:
+    """A search's vector lane keeps its threads' connections open between searches:
+    closed after each test, or the test database could not be flushed or dropped."""
+    yield
+    from memories.services.search.lane import vector_lanes_close
+
+    vector_lanes_close()
+
+
 @pytest.fixture
 def redis_client(redis_server: embedded.EmbeddedRedis) -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)

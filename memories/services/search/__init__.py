@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from django.conf import settings
 
@@ -20,9 +22,10 @@ from memories.models import Project
 from memories.services.configuration import project_settings_get
 from memories.services.search.filters import SearchFilters
 from memories.services.search.keyword import keyword_candidates
+from memories.services.search.lane import vector_lane_applies, vector_lane_submit
 from memories.services.search.loading import SearchHit, ranking_facts_get, winners_load
 from memories.services.search.neighbours import message_neighbours
-from memories.services.search.query_embedding import query_embedding_start
+from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 from memories.services.search.ranking import (
     CandidatePool,
     SearchMode,
@@ -30,7 +33,12 @@ from memories.services.search.ranking import (
     ranking_facts_wanted,
 )
 from memories.services.search.slots import slotted
-from memories.services.search.vector import collection_size_get, vector_signal_get
+from memories.services.search.vector import (
+    VectorSignal,
+    collection_size_get,
+    neighbours_and_distances,
+    vector_signal_get,
+)
 
 __all__ = [
     "SearchFilters",
@@ -80,6 +88,14 @@ def memory_search(
     started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding)
     with _timed(timings, "count"):  # BM25 and the choice of an exact vector scan need it
         size = collection_size_get(project=project, filters=filters)
+    lane = None
+    if started is not None and query and mode != SearchMode.VECTOR and vector_lane_applies(size):
+        # the vector step on its own thread and connection meanwhile (lane.py)
+        lane = vector_lane_submit(partial(
+            _vector_signal, started=started, project=project, filters=filters, limit=limit,
+            size=size, distance_ids=[], linked=set() if mode == SearchMode.AUTO else None,
+            aggregate=policy.window_aggregate, timings=timings,
+        ))  # fmt: skip
     if query and mode != SearchMode.VECTOR:
         with _timed(timings, "keyword"):
             pool.add_keyword(keyword_candidates(
@@ -89,14 +105,24 @@ def memory_search(
         if mode == SearchMode.AUTO and pool.candidates:
             with _timed(timings, "neighbours"):
                 pool.link(message_neighbours(project=project, filters=filters, ids=pool.ids()))
-    if started is not None:
-        query_vector = started.wait(timings)
+    if lane is not None and started is not None:
+        signal, timings["vector"] = lane.result()
+        pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
+        if unscored := pool.unscored():
+            with _timed(timings, "distances"):
+                _, distances = neighbours_and_distances(
+                    project=project, filters=filters, space=started.space,
+                    query=started.wait({}), link_ids=[], distance_ids=unscored,
+                    aggregate=policy.window_aggregate,
+                )  # fmt: skip
+            pool.add_vector([], links={}, distances=distances)
+    elif started is not None:
         with _timed(timings, "vector"):
-            signal = vector_signal_get(
-                project=project, space=started.space, query=query_vector, filters=filters,
-                limit=limit, collection_size=size, distance_ids=pool.unscored(),
+            signal = _vector_signal(
+                started=started, project=project, filters=filters, limit=limit, size=size,
+                distance_ids=pool.unscored(),
                 linked=pool.linked if mode == SearchMode.AUTO else None,
-                aggregate=policy.window_aggregate,
+                aggregate=policy.window_aggregate, timings=timings,
             )  # fmt: skip
             pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
     with _timed(timings, "rank"):
@@ -109,6 +135,27 @@ def memory_search(
         hits = winners_load(ranked, k)
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings)
+
+
+def _vector_signal(
+    *,
+    started: QueryEmbedding,
+    project: Project,
+    filters: SearchFilters,
+    limit: int,
+    size: int,
+    distance_ids: list[Any],
+    linked: set[Any] | None,
+    aggregate: str,
+    timings: dict[str, float],
+) -> VectorSignal:
+    """The vector step, once the query's vector is there (see vector_signal_get)."""
+    query_vector = started.wait(timings)
+    return vector_signal_get(
+        project=project, space=started.space, query=query_vector, filters=filters,
+        limit=limit, collection_size=size, distance_ids=distance_ids, linked=linked,
+        aggregate=aggregate,
+    )  # fmt: skip
 
 
 def candidate_limit(*, mode: str, k: int, threshold: float | None) -> int:

@@ -1,0 +1,94 @@
+"""The vector lane: a fused search's vector step on a thread of its own, with its own
+database connection, while the request's thread runs the keyword step and the
+neighbours; the two meet in the ranking.
+
+Both steps are PostgreSQL work of tens of milliseconds on a large filtered set (one
+user's 100,000 memories, or 10,000 of a project of 1,000,000), and one connection runs
+one statement at a time: in sequence a search waits for the sum of the two, in two
+lanes for the longer. What the lane cannot know in advance, the cosine distances of
+the keyword candidates that the vector step did not find, takes one more short
+statement after it (``neighbours_and_distances``).
+
+Used for filtered sets of at least RETRIEVAL_VECTOR_LANE_MIN_ROWS rows (0: never);
+below that both steps take a few milliseconds and the extra statement would cost what
+the overlap saves. Never inside a transaction (a test's, or a command's): the lane's
+connection could not see its uncommitted rows. The lane's threads (one per search slot
+of the process, see slots.py) keep their connections between searches, as the
+request threads do.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] | None = None
+_threads: list[threading.Thread] = []
+
+
+def vector_lane_applies(size: int) -> bool:
+    """Whether a fused search of a filtered set of ``size`` rows runs its vector step in
+    the lane."""
+    minimum = int(settings.RETRIEVAL["VECTOR_LANE_MIN_ROWS"])
+    return 0 < minimum <= size and not connection.in_atomic_block
+
+
+def vector_lane_submit(step: Callable[[], T]) -> Future[tuple[T, float]]:
+    """``step`` run in the lane: its result and its milliseconds."""
+    done: Future[tuple[T, float]] = Future()
+    _tasks_get().put((step, done))
+    return done
+
+
+def vector_lanes_close() -> None:
+    """Stop the lane's threads, each closing its database connection (a test database
+    cannot be dropped while a session uses it); the next search starts them again."""
+    global _tasks
+    with _lock:
+        tasks, threads, _tasks = _tasks, list(_threads), None
+        _threads.clear()
+    if tasks is None:
+        return
+    for _ in threads:
+        tasks.put(None)  # each thread takes one and stops
+    for thread in threads:
+        thread.join()
+
+
+def _tasks_get() -> queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]:
+    global _tasks
+    with _lock:
+        if _tasks is None:
+            _tasks = queue.SimpleQueue()
+            for number in range(max(1, int(settings.SEARCH_CONCURRENCY))):
+                thread = threading.Thread(
+                    target=_serve, args=(_tasks,), name=f"vector-lane-{number}", daemon=True
+                )
+                thread.start()
+                _threads.append(thread)
+        return _tasks
+
+
+def _serve(tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]) -> None:
+    try:
+        while (task := tasks.get()) is not None:
+            step, done = task
+            # a connection broken since the last search (a restarted server) is replaced
+            close_old_connections()
+            start = time.perf_counter()
+            try:
+                done.set_result((step(), (time.perf_counter() - start) * 1000))
+            except BaseException as error:  # the search's thread re-raises it
+                done.set_exception(error)
+    finally:
+        connection.close()
