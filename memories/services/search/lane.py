@@ -11,10 +11,11 @@ statement after it (``neighbours_and_distances``).
 
 Used for filtered sets of at least RETRIEVAL_VECTOR_LANE_MIN_ROWS rows (0: never);
 below that both steps take a few milliseconds and the extra statement would cost what
-the overlap saves. Never inside a transaction (a test's, or a command's): the lane's
-connection could not see its uncommitted rows. The lane's threads (one per search slot
-of the process, see slots.py) keep their connections between searches, as the
-request threads do.
+the overlap saves. Not while other searches of the process wait for a slot: then the
+cores have other work and overlap saves nothing. Never inside a transaction (a
+test's, or a command's): the lane's connection could not see its uncommitted rows.
+The lane's threads (one per search slot of the process, see slots.py) keep their
+connections between searches, as the request threads do.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from memories.services.search.slots import searches_waiting
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
@@ -38,9 +41,10 @@ _threads: list[threading.Thread] = []
 
 def vector_lane_applies(size: int) -> bool:
     """Whether a fused search of a filtered set of ``size`` rows runs its vector step in
-    the lane."""
+    the lane: not while other searches wait for a slot (the cores are busy, and the
+    lane would only add its statement)."""
     minimum = int(settings.RETRIEVAL["VECTOR_LANE_MIN_ROWS"])
-    return 0 < minimum <= size and not connection.in_atomic_block
+    return 0 < minimum <= size and not connection.in_atomic_block and not searches_waiting()
 
 
 def vector_lane_submit(step: Callable[[], T]) -> Future[tuple[T, float]]:

@@ -68,6 +68,14 @@ def _slots_for(limit: int) -> SearchSlots:
         return _slots[limit]
 
 
+def searches_waiting() -> bool:
+    """Whether searches of this process are waiting for a slot: its share of the cores
+    is taken."""
+    with _lock:
+        slots = list(_slots.values())
+    return any(s.waiters for s in slots)
+
+
 @contextmanager
 def search_slot(timings: dict[str, float]) -> Iterator[None]:
     """Hold one of the process's SEARCH_CONCURRENCY search slots (0: no bound) for the

@@ -10,6 +10,7 @@ from django.db import transaction
 from memories.models import EndUser, Memory, content_hash
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.lane import vector_lane_applies
+from memories.services.search.slots import _slots_for
 from tests.conftest import embed_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,3 +91,14 @@ def test_never_inside_a_transaction(settings):
         assert not vector_lane_applies(10)
     settings.RETRIEVAL = {**settings.RETRIEVAL, "VECTOR_LANE_MIN_ROWS": 0}
     assert not vector_lane_applies(10**6)
+
+
+def test_not_while_searches_wait_for_a_slot(settings):
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "VECTOR_LANE_MIN_ROWS": 1}
+    slots = _slots_for(2)
+    slots.waiters.append(threading.Event())  # a search waiting: the cores are busy
+    try:
+        assert not vector_lane_applies(10)
+    finally:
+        slots.waiters.clear()
+    assert vector_lane_applies(10)
