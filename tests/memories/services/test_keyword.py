@@ -170,3 +170,23 @@ def test_the_common_words_rows_are_read_only_when_the_rare_words_rows_fall_short
     # the rare word's 10 rows overflow the budget of 8: the fallback too
     found, statements = search("weather harbour", limit=2)
     assert statements == 3 and all("harbour" in text for text in found)
+
+
+def test_a_large_sets_size_is_estimated_once_a_small_sets_counted_each_time(owner, settings):
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "KEYWORD_MAX_MATCHES": 5}
+    alice = remember(owner.project, "alice", *[f"note {n}" for n in range(12)])
+    bob = remember(owner.project, "bob", "one note", "another note")
+
+    def size_and_statements(user):
+        with CaptureQueriesContext(connection) as queries:
+            size = collection_size_get(
+                project=owner.project, filters=SearchFilters(end_user_id=user.pk)
+            )
+        return size, len(queries)
+
+    first, statements = size_and_statements(alice)
+    assert first > 5 and statements == 2  # the capped count, then the planner's estimate
+    assert size_and_statements(alice) == (first, 0)  # kept
+    assert size_and_statements(bob) == (2, 1)  # BM25's exact collection size, each time
+    remember(owner.project, "bob", "a third note")
+    assert size_and_statements(bob) == (3, 1)
