@@ -158,18 +158,19 @@ def test_the_common_words_rows_are_read_only_when_the_rare_words_rows_fall_short
                 project=owner.project, text=text, filters=filters, limit=limit,
                 collection_size=size, policy=SearchSettings(),
             )  # fmt: skip
-        return [contents[memory_id] for memory_id, _ in found], len(queries)
+        bm25 = sum("WITH docs AS" in query["sql"] for query in queries.captured_queries)
+        return [contents[memory_id] for memory_id, _ in found], bm25
 
-    # enough rare rows: one BM25 statement (after the query's words), rare rows only
+    # enough rare rows: one BM25 statement, rare rows only
     found, statements = search("weather ferry", limit=2)
-    assert statements == 2 and all("ferry" in text for text in found) and len(found) == 2
+    assert statements == 1 and all("ferry" in text for text in found) and len(found) == 2
     # too few: the fallback adds the common word's rows after the rare ones
     found, statements = search("weather ferry", limit=10)
-    assert statements == 3 and len(found) == 10
+    assert statements == 2 and len(found) == 10
     assert sorted(found[:3]) == sorted(ferries) and all("note" in text for text in found[3:])
     # the rare word's 10 rows overflow the budget of 8: the fallback too
     found, statements = search("weather harbour", limit=2)
-    assert statements == 3 and all("harbour" in text for text in found)
+    assert statements == 2 and all("harbour" in text for text in found)
 
 
 def test_a_large_sets_size_is_estimated_once_a_small_sets_counted_each_time(owner, settings):
@@ -190,3 +191,23 @@ def test_a_large_sets_size_is_estimated_once_a_small_sets_counted_each_time(owne
     assert size_and_statements(bob) == (2, 1)  # BM25's exact collection size, each time
     remember(owner.project, "bob", "a third note")
     assert size_and_statements(bob) == (3, 1)
+
+
+@pytest.mark.django_db(transaction=True)  # as a search runs: not inside a transaction
+def test_the_lexeme_statistics_are_read_once_per_analyze(owner):
+    # (a transaction sees the table's statistics counters as at its first read of them)
+    from memories.services.search.keyword import _query_words
+
+    remember(owner.project, "alice", *[f"The weather was fine, note {n}" for n in range(20)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    assert dict(_query_words("weather ferry"))["weather"] > 0.5
+    with CaptureQueriesContext(connection) as queries:
+        words = dict(_query_words("weather ferry"))
+    assert len(queries) == 1 and words["ferri"] is None  # the statistics kept ("ferri": the stem)
+    remember(owner.project, "alice", *[f"The ferry left, note {n}" for n in range(40)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    with CaptureQueriesContext(connection) as queries:
+        words = dict(_query_words("weather ferry"))
+    assert len(queries) == 2 and words["ferri"] > 0.5  # read again after the ANALYZE
