@@ -14,8 +14,11 @@ level (the concentrated one by "<level> concentrated")."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
+
+import psycopg
 
 from bench.client import encode, summary
 from bench.phases import PROJECT, Bench
@@ -112,9 +115,23 @@ def context_concentrated_phase(bench: Bench) -> None:
     )
     moved = 0
     if missing:
-        moved = bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing)).rowcount
+        moved = concentrate(bench, user, missing)
         bench.db.execute("VACUUM (ANALYZE) memories_memory")
     context_phase(bench, key=f"{project_memories} concentrated", moved=moved)
+
+
+def concentrate(bench: Bench, user: str, missing: int, attempts: int = 3) -> int:
+    """CONCENTRATE_SQL, tried again when PostgreSQL aborts it in a deadlock: the hub's
+    access flush (a beat task, every 30 s) updates the rows the previous context calls
+    read, in its own order (a full run at a220ed2 lost its last phase to one)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing)).rowcount
+        except psycopg.errors.DeadlockDetected:
+            if attempt == attempts:
+                raise
+            time.sleep(1)
+    return 0
 
 
 def largest_user(bench: Bench) -> tuple[str, int]:

@@ -126,7 +126,7 @@ def memory_search(
             )  # fmt: skip
             pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
     with _timed(timings, "rank"):
-        wanted = ranking_facts_wanted(mode=mode, policy=policy, explain=explain)
+        wanted = ranking_facts_wanted(policy=policy, explain=explain)
         facts = ranking_facts_get(pool.ids()) if wanted else {}
         ranked = candidates_rank(
             pool, mode=mode, policy=policy, threshold=threshold, explain=explain, facts=facts

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.embeddings import cosine_similarity
-from memories.services.search.fusion import neighbour_fusion
+from memories.services.search.fusion import neighbour_fusion, turn_lengths_get
 
 
 class SearchMode:
@@ -113,9 +113,10 @@ def candidates_rank(
     explain: bool,
 ) -> list[Ranked]:
     """Every candidate at or above ``threshold`` (cosine similarity; candidates with
-    none are kept), best first. ``facts`` (see ``ranking_facts_wanted``) gives each
-    turn's size to auto mode and creation time and importance to the adjustment; a
-    candidate missing from it is not adjusted."""
+    none are kept), best first. ``facts`` (see ``ranking_facts_wanted``) gives the
+    adjustment each candidate's creation time and importance, and auto mode the turns'
+    sizes (without facts, auto mode reads the sizes alone); a candidate missing from
+    it is not adjusted."""
     parts = _base_scores(pool.candidates, mode, policy, facts)
     now = timezone.now()
     ranked = []
@@ -153,10 +154,10 @@ def adjustment_wanted(policy: SearchSettings) -> bool:
     return bool(policy.recency_weight or policy.importance_weight)
 
 
-def ranking_facts_wanted(*, mode: str, policy: SearchSettings, explain: bool) -> bool:
-    """Whether the ranking reads the candidates' facts: for the adjustment, for
-    ``explain``, and for auto mode's cap on the turns its neighbours raise."""
-    return adjustment_wanted(policy) or explain or (mode == SearchMode.AUTO and _capped(policy))
+def ranking_facts_wanted(*, policy: SearchSettings, explain: bool) -> bool:
+    """Whether the ranking reads the candidates' facts: for the adjustment and for
+    ``explain`` (otherwise auto mode reads the sizes of the linked turns alone)."""
+    return adjustment_wanted(policy) or explain
 
 
 def _capped(policy: SearchSettings) -> bool:
@@ -214,14 +215,16 @@ def _base_scores(
         parts[memory_id] = {"base": base, "keyword_norm": keyword, "rrf": rrf}
     if mode == SearchMode.AUTO:
         adjacent = _adjacent(candidates)
-        lengths = {
-            memory_id: facts[memory_id].bytes
-            for memory_id, around in adjacent.items()
-            if around and memory_id in facts
-        }
+        linked = [memory_id for memory_id, around in adjacent.items() if around]
+        lengths: dict[Any, int] = {}
+        if _capped(policy):
+            lengths = (
+                {memory_id: facts[memory_id].bytes for memory_id in linked if memory_id in facts}
+                if facts else turn_lengths_get(linked)
+            )  # fmt: skip
         neighbour_fusion(
-            adjacent, parts, beta=policy.neighbour_weight,
-            lengths=lengths if _capped(policy) else {}, max_bytes=policy.neighbour_max_bytes,
+            adjacent, parts, beta=policy.neighbour_weight, lengths=lengths,
+            max_bytes=policy.neighbour_max_bytes,
         )  # fmt: skip
     return parts
 
