@@ -182,28 +182,32 @@ def test_the_command_recomputes_one_project(alice, owner, outsider, capsys):
     assert score(theirs) == pytest.approx(0.7, abs=1e-3)
 
 
-def test_a_chunk_that_deadlocks_is_run_again(owner, monkeypatch):
+def test_a_chunk_that_deadlocks_is_run_again_after_growing_pauses(owner, monkeypatch):
     from django.db import OperationalError
     from psycopg.errors import DeadlockDetected
 
     from memories.services import importance
 
-    calls = []
+    calls, pauses = [], []
     original_atomic = importance.transaction.atomic
 
-    class Once:  # PostgreSQL aborts the chunk's transaction once, as in a deadlock
-        def __init__(self):
-            self.failed = False
+    class Aborted:  # PostgreSQL aborts the chunk's transaction ``times`` times
+        def __init__(self, times):
+            self.times = times
 
         def __call__(self, *args, **kwargs):
             calls.append(1)
-            if not self.failed:
-                self.failed = True
+            if len(calls) <= self.times:
                 error = OperationalError("deadlock detected")
                 error.__cause__ = DeadlockDetected("deadlock detected")
                 raise error
             return original_atomic(*args, **kwargs)
 
-    monkeypatch.setattr(importance.transaction, "atomic", Once())
+    monkeypatch.setattr(importance.time, "sleep", pauses.append)
+    monkeypatch.setattr(importance.transaction, "atomic", Aborted(5))
     assert importance._chunk_run("SELECT 1", {}) == 1
-    assert len(calls) == 2
+    assert len(calls) == 6 and pauses == [0.25, 0.5, 1.0, 2.0, 4.0]
+    calls.clear()
+    monkeypatch.setattr(importance.transaction, "atomic", Aborted(6))
+    with pytest.raises(OperationalError):  # the last attempt's deadlock is raised
+        importance._chunk_run("SELECT 1", {})
