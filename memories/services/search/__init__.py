@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -18,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from memories.config import SearchSettings
 from memories.models import Project
 from memories.services.configuration import project_settings_get
 from memories.services.search.filters import SearchFilters
@@ -97,25 +99,11 @@ def memory_search(
             aggregate=policy.window_aggregate, timings=timings,
         ))  # fmt: skip
     if query and mode != SearchMode.VECTOR:
-        with _timed(timings, "keyword"):
-            pool.add_keyword(keyword_candidates(
-                project=project, text=query, filters=filters, limit=limit,
-                collection_size=size, policy=policy,
-            ))  # fmt: skip
-        if mode == SearchMode.AUTO and pool.candidates:
-            with _timed(timings, "neighbours"):
-                pool.link(message_neighbours(project=project, filters=filters, ids=pool.ids()))
+        _keyword_signal(pool, project=project, query=query, filters=filters, limit=limit,
+                        size=size, mode=mode, policy=policy, timings=timings)  # fmt: skip
     if lane is not None and started is not None:
-        signal, timings["vector"] = lane.result()
-        pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
-        if unscored := pool.unscored():
-            with _timed(timings, "distances"):
-                _, distances = neighbours_and_distances(
-                    project=project, filters=filters, space=started.space,
-                    query=started.wait({}), link_ids=[], distance_ids=unscored,
-                    aggregate=policy.window_aggregate,
-                )  # fmt: skip
-            pool.add_vector([], links={}, distances=distances)
+        _lane_join(lane, pool, started=started, project=project, filters=filters,
+                   aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
     elif started is not None:
         with _timed(timings, "vector"):
             signal = _vector_signal(
@@ -135,6 +123,52 @@ def memory_search(
         hits = winners_load(ranked, k)
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings)
+
+
+def _keyword_signal(
+    pool: CandidatePool,
+    *,
+    project: Project,
+    query: str,
+    filters: SearchFilters,
+    limit: int,
+    size: int,
+    mode: str,
+    policy: SearchSettings,
+    timings: dict[str, float],
+) -> None:
+    """The keyword candidates into the pool and, in auto mode, their neighbouring turns."""
+    with _timed(timings, "keyword"):
+        pool.add_keyword(keyword_candidates(
+            project=project, text=query, filters=filters, limit=limit, collection_size=size,
+            policy=policy,
+        ))  # fmt: skip
+    if mode == SearchMode.AUTO and pool.candidates:
+        with _timed(timings, "neighbours"):
+            pool.link(message_neighbours(project=project, filters=filters, ids=pool.ids()))
+
+
+def _lane_join(
+    lane: Future[tuple[VectorSignal, float]],
+    pool: CandidatePool,
+    *,
+    started: QueryEmbedding,
+    project: Project,
+    filters: SearchFilters,
+    aggregate: str,
+    timings: dict[str, float],
+) -> None:
+    """The lane's vector candidates into the pool, then the cosine distances of the
+    keyword candidates (and their neighbours) it did not find, in one statement."""
+    signal, timings["vector"] = lane.result()
+    pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
+    if unscored := pool.unscored():
+        with _timed(timings, "distances"):
+            _, distances = neighbours_and_distances(
+                project=project, filters=filters, space=started.space,
+                query=started.wait({}), link_ids=[], distance_ids=unscored, aggregate=aggregate,
+            )  # fmt: skip
+        pool.add_vector([], links={}, distances=distances)
 
 
 def _vector_signal(

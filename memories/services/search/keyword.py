@@ -14,7 +14,7 @@ it over the filtered set is cheap, and it is not bounded like a tsvector's posit
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -99,52 +99,57 @@ def keyword_candidates(
     words = _query_words(text)
     if not words:
         return []
-    size = collection_size
     budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
-    estimates = {lexeme: (frequency or 0.0) * size for lexeme, frequency in words}
-    selective = _selective_words(estimates, size=size, budget=budget)
-    common = [lexeme for lexeme in estimates if lexeme not in selective]
-    bm25 = partial(
-        _bm25, project=project, filters=filters, estimates=estimates, selective=selective,
-        common=common, budget=budget, limit=limit, size=size, policy=policy,
+    estimates = {lexeme: (frequency or 0.0) * collection_size for lexeme, frequency in words}
+    selective = _selective_words(estimates, size=collection_size, budget=budget)
+    plan = _WordPlan(
+        estimates=estimates, selective=selective,
+        common=[lexeme for lexeme in estimates if lexeme not in selective],
+        size=collection_size, budget=budget, limit=limit,
     )  # fmt: skip
-    if selective and common:
+    if plan.selective and plan.common:
         # rows holding every word hold the rare ones too: read already, unless the
         # budget cut them off; the first rows of the rarest common word are a fallback
-        found, matched = bm25(common_branches=False)
+        found, matched = _bm25(project, filters, plan, policy, common_branches=False)
         if len(found) >= limit and matched < budget:
             return found
-    return bm25(common_branches=bool(common))[0]
+    return _bm25(project, filters, plan, policy, common_branches=bool(plan.common))[0]
+
+
+@dataclass
+class _WordPlan:
+    """A query's words in a filtered set of ``size`` rows: each one's estimated rows, the
+    rare ones read whole (``selective``), the rest (``common``); the rows read at most
+    (``budget``) and the candidates wanted (``limit``)."""
+
+    estimates: dict[str, float]
+    selective: list[str]
+    common: list[str]
+    size: int
+    budget: int
+    limit: int
 
 
 def _bm25(
-    *,
     project: Project,
     filters: SearchFilters,
-    estimates: dict[str, float],
-    selective: list[str],
-    common: list[str],
-    budget: int,
-    limit: int,
-    size: int,
+    plan: _WordPlan,
     policy: SearchSettings,
+    *,
     common_branches: bool,
 ) -> tuple[list[tuple[Any, float]], int]:
-    """The best ``limit`` rows by BM25 among those the branches read, and how many
-    rows they read."""
-    matching, params = _matching_sql(
-        project, filters, estimates=estimates, selective=selective,
-        common=common if common_branches else [], budget=budget, limit=limit,
-    )  # fmt: skip
+    """The best ``plan.limit`` rows by BM25 among those the branches read (the common
+    words' too with ``common_branches``), and how many rows they read."""
+    matching, params = _matching_sql(project, filters, plan, common_branches=common_branches)
     where, _ = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
             BM25_SQL.format(matching=matching, where=where),
             {
-                **params, "lexemes": list(estimates),
-                "estimated_lexemes": common, "estimated_df": [estimates[w] for w in common],
-                "size": size, "budget": budget,
-                "k1": policy.bm25_k1, "b": policy.bm25_b, "limit": limit,
+                **params, "lexemes": list(plan.estimates), "estimated_lexemes": plan.common,
+                "estimated_df": [plan.estimates[w] for w in plan.common], "size": plan.size,
+                "budget": plan.budget, "k1": policy.bm25_k1, "b": policy.bm25_b,
+                "limit": plan.limit,
             },
         )  # fmt: skip
         rows = cursor.fetchall()
@@ -213,24 +218,20 @@ def _tsquery(lexemes: list[str], operator: str) -> str:
 
 
 def _matching_sql(
-    project: Project,
-    filters: SearchFilters,
-    *,
-    estimates: dict[str, float],
-    selective: list[str],
-    common: list[str],
-    budget: int,
-    limit: int,
+    project: Project, filters: SearchFilters, plan: _WordPlan, *, common_branches: bool
 ) -> tuple[str, dict[str, Any]]:
     """The UNION of the rows to score: every row holding a selective word (up to the
-    budget); when some words are common, the first rows holding every word and the
-    first holding the rarest common word."""
+    budget); with ``common_branches``, the first rows holding every word and the first
+    holding the rarest common word."""
     where, params = filters.sql(project)
     branches: list[tuple[str, int]] = []
-    if selective:
-        branches.append((_tsquery(selective, "|"), budget))
-    if common:
-        branches += [(_tsquery(list(estimates), "&"), limit), (_tsquery(common[:1], "|"), limit)]
+    if plan.selective:
+        branches.append((_tsquery(plan.selective, "|"), plan.budget))
+    if common_branches and plan.common:
+        branches += [
+            (_tsquery(list(plan.estimates), "&"), plan.limit),
+            (_tsquery(plan.common[:1], "|"), plan.limit),
+        ]
     owner = _owner_tsquery(filters)
     sql = []
     for number, (tsquery, rows) in enumerate(branches):
