@@ -413,6 +413,12 @@ RETRIEVAL: dict[str, Any] = {
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),
     "BITS_SHORTLIST_MIN": env_int("RETRIEVAL_BITS_SHORTLIST_MIN", 400),
     "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 1_200),
+    # a user of at least CODES_MIN_ROWS rows has the binary codes of their windows kept
+    # in the web process, reloaded after CODES_SECONDS; at most CODES_MAX_WINDOWS
+    # windows per process, ~64 bytes each (0: off; memories.services.search.codes)
+    "CODES_MIN_ROWS": env_int("RETRIEVAL_CODES_MIN_ROWS", 5_000),
+    "CODES_MAX_WINDOWS": env_int("RETRIEVAL_CODES_MAX_WINDOWS", 300_000),
+    "CODES_SECONDS": env_int("RETRIEVAL_CODES_SECONDS", 600),
     # a fused search of a filtered set of at least this many rows runs its vector step
     # on a thread and connection of its own beside the keyword step (0: never;
     # memories.services.search.lane)

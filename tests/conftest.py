@@ -44,11 +44,15 @@ def django_db_modify_db_settings(redis_server: embedded.EmbeddedRedis | None) ->
 @pytest.fixture(autouse=True)
 def vector_lanes_closed() -> Iterator[None]:
     """A search's vector lane keeps its threads' connections open between searches:
-    closed after each test, or the test database could not be flushed or dropped."""
+    closed after each test, or the test database could not be flushed or dropped. The
+    binary codes a search loaded into the process are forgotten too (the next test's
+    database is another)."""
     yield
+    from memories.services.search.codes import codes_clear
     from memories.services.search.lane import vector_lanes_close
 
     vector_lanes_close()
+    codes_clear()
 
 
 @pytest.fixture

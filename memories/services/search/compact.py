@@ -13,6 +13,12 @@ milliseconds; the user's bits are ~100 contiguous index pages. The float re-rank
 shortlist of ``shortlist_size`` windows keeps recall@10 against the float exact scan at
 ~0.99 (measured in bench at 1M, see BENCHMARKS.md).
 
+A user of at least RETRIEVAL_CODES_MIN_ROWS rows has their codes kept in the web
+process (codes.py): the Hamming distances are computed there in numpy, and the query
+sends the database the shortlist's memories (with the nearest of the rows written
+since the codes were loaded) instead of scanning the index (at 1M memories, a user of
+100,000 windows: vector step ~26-34 -> ~11-16 ms in process; BENCHMARKS.md).
+
 The scan covers the user's windows whatever the other filters (status, kinds, room,
 dates, metadata); they are applied to the shortlist, nearest first. If fewer than ``limit`` memories
 of a full shortlist pass them, the caller falls back to the float exact scan (None).
@@ -27,6 +33,13 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
+from memories.services.search.codes import (
+    DELTA_RELOAD_ROWS,
+    codes_apply,
+    owner_codes_get,
+    owner_codes_stale,
+    query_words,
+)
 from memories.services.search.filters import SearchFilters
 from memories.services.search.neighbours import links_sql, neighbour_ids
 from memories.services.search.vector import VectorSignal, vector_literal, window_sql
@@ -62,12 +75,32 @@ def shortlist_size(limit: int) -> int:
     )
 
 
-COMPACT_SQL = """
+# the shortlist found by the database: the owner's nearest windows by Hamming distance
+SCANNED = """
 WITH windows AS MATERIALIZED (
     SELECT b.memory_id FROM memories_embedding_bits b
     WHERE b.space_id = {space_id} AND b.project_id = %(filter_project)s AND {owner}
     ORDER BY b.bits <~> binary_quantize(%(query_vector)s::vector) LIMIT %(shortlist)s
+),"""
+# the shortlist found in the process's codes (codes.py), with the nearest of the rows
+# written since they were loaded
+CACHED = """
+WITH delta AS MATERIALIZED (
+    SELECT b.memory_id, b.bits FROM memories_embedding_bits b
+    WHERE b.space_id = {space_id} AND b.project_id = %(filter_project)s AND {owner}
+        AND b.xid >= %(xmin)s::xid8
 ),
+windows AS MATERIALIZED (
+    SELECT unnest(%(cached)s::uuid[]) AS memory_id
+    UNION ALL (
+        SELECT memory_id FROM delta
+        ORDER BY bits <~> binary_quantize(%(query_vector)s::vector) LIMIT %(shortlist)s
+    )
+),"""
+
+# the rest: re-rank the shortlist by float vectors, check the filters, read the links and
+# the distances asked for; a CACHED shortlist adds DELTA_COUNT
+COMPACT_SQL = """
 window_distances AS MATERIALIZED (
     SELECT e.memory_id AS id, e.vector <=> %(query_vector)s::vector AS distance
     FROM memories_embedding e
@@ -96,6 +129,7 @@ WHERE e.space_id = {space_id}
 GROUP BY e.memory_id
 UNION ALL SELECT 3, NULL, (SELECT count(*) FROM windows), NULL, NULL
 """
+DELTA_COUNT = "UNION ALL SELECT 4, NULL, (SELECT count(*) FROM delta), NULL, NULL"
 
 
 # The filters are checked memory by memory in ``ranked``'s order (a scalar subquery, which
@@ -113,12 +147,15 @@ def compact_vector_candidates(
     limit: int,
     link_known: list[Any] | None,
     distance_ids: list[Any],
+    size: int,
     aggregate: str = "mean",
 ) -> VectorSignal | None:
     """The ``limit`` nearest memories of the user the filters name, with the links of
     those not in ``link_known`` (None: no links) and the distances of ``distance_ids``
     and of those neighbours, in one round trip: a VectorSignal, or None when the
-    shortlist was full and fewer than ``limit`` of its memories passed the filters."""
+    shortlist was full and fewer than ``limit`` of its memories passed the filters.
+    An owner of ``size`` rows whose codes the process holds (codes.py) has its
+    shortlist found here and sent with the query."""
     where, params = filters.sql(project)
     owner = "b.end_user_id IS NULL" if filters.end_user_id is None else (
         "b.end_user_id = %(filter_end_user)s"
@@ -127,10 +164,21 @@ def compact_vector_candidates(
         project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
     )
     shortlist = shortlist_size(limit)
-    sql = COMPACT_SQL.format(
+    key = (int(space.pk), int(project.pk), filters.end_user_id)
+    codes = owner_codes_get(key, size) if codes_apply(size) else None
+    template = SCANNED + COMPACT_SQL if codes is None else CACHED + COMPACT_SQL + DELTA_COUNT
+    sql = template.format(
         space_id=int(space.pk), owner=owner, where=where, links=links,
         aggregate=window_sql(aggregate),
     )  # fmt: skip
+    cached: dict[str, Any] = {}
+    read = 0  # windows shortlisted
+    if codes is not None:
+        nearest = codes.nearest(query_words(query), shortlist)
+        # one array literal: psycopg adapting 1,200 UUIDs one by one took longer than the scan
+        ids = "{" + ",".join(memory_id.hex() for memory_id in nearest) + "}"
+        cached = {"cached": ids, "xmin": str(codes.xmin)}
+        read = min(shortlist, len(codes.ids))  # the ids sent are distinct memories
     with transaction.atomic(), connection.cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
@@ -138,14 +186,13 @@ def compact_vector_candidates(
         cursor.execute(
             sql,
             {
-                **params, **links_params, "query_vector": vector_literal(query),
+                **params, **links_params, **cached, "query_vector": vector_literal(query),
                 "shortlist": shortlist, "limit": limit, "link_known": list(link_known or []),
                 "with_links": link_known is not None, "distance_ids": list(distance_ids),
             },
         )  # fmt: skip
         rows = cursor.fetchall()
     signal = VectorSignal([], {}, {})
-    read = 0
     for part, memory_id, distance, previous, following in rows:
         if part == 0:
             signal.nearest.append((memory_id, float(distance)))
@@ -153,8 +200,10 @@ def compact_vector_candidates(
             signal.links[memory_id] = neighbour_ids(previous, following)
         elif part == 2:
             signal.distances[memory_id] = float(distance)
-        else:
-            read = int(distance)
+        elif part == 3:
+            read = max(read, int(distance))
+        elif int(distance) >= DELTA_RELOAD_ROWS:
+            owner_codes_stale(key)  # part 4: the rows read again since the codes' load
     if len(signal.nearest) < limit and read >= shortlist:
         return None  # the filters dropped too much of the shortlist: scan exactly
     signal.nearest.sort(key=lambda row: row[1])

@@ -126,7 +126,8 @@ def vector_signal_get(
     if compact_scan_applies(filters, collection_size):
         signal = compact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
-            link_known=link_known, distance_ids=distance_ids, aggregate=aggregate,
+            link_known=link_known, distance_ids=distance_ids, size=collection_size,
+            aggregate=aggregate,
         )  # fmt: skip
         if signal is not None:
             return signal
