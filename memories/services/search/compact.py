@@ -35,6 +35,7 @@ from django.db import connection, transaction
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.codes import (
     DELTA_RELOAD_ROWS,
+    OwnerCodes,
     codes_apply,
     owner_codes_get,
     owner_codes_stale,
@@ -171,14 +172,7 @@ def compact_vector_candidates(
         space_id=int(space.pk), owner=owner, where=where, links=links,
         aggregate=window_sql(aggregate),
     )  # fmt: skip
-    cached: dict[str, Any] = {}
-    read = 0  # windows shortlisted
-    if codes is not None:
-        nearest = codes.nearest(query_words(query), shortlist)
-        # one array literal: psycopg adapting 1,200 UUIDs one by one took longer than the scan
-        ids = "{" + ",".join(memory_id.hex() for memory_id in nearest) + "}"
-        cached = {"cached": ids, "xmin": str(codes.xmin)}
-        read = min(shortlist, len(codes.ids))  # the ids sent are distinct memories
+    cached, read = _codes_shortlist(codes, query, shortlist) if codes is not None else ({}, 0)
     with transaction.atomic(), connection.cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
@@ -208,3 +202,15 @@ def compact_vector_candidates(
         return None  # the filters dropped too much of the shortlist: scan exactly
     signal.nearest.sort(key=lambda row: row[1])
     return signal
+
+
+def _codes_shortlist(
+    codes: OwnerCodes, query: np.ndarray, shortlist: int
+) -> tuple[dict[str, Any], int]:
+    """The CACHED query's parameters for the ``shortlist`` windows nearest in the
+    process's codes, and how many windows they are."""
+    nearest = codes.nearest(query_words(query), shortlist)
+    # one array literal: psycopg adapting 1,200 UUIDs one by one took longer than the scan
+    ids = "{" + ",".join(memory_id.hex() for memory_id in nearest) + "}"
+    # the ids are distinct memories; the windows were min(shortlist, all)
+    return {"cached": ids, "xmin": str(codes.xmin)}, min(shortlist, len(codes.ids))
