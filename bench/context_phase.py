@@ -32,6 +32,10 @@ CACHE_HIT_MS = 0.5  # an embed_query this short came from the web process's quer
 STAGES = (
     "embed_query", "synopsis", "facts", "history", "working", "retrieval", "ranking",
     "token_counting", "rendering", "accounting",
+    # the retrieval's search, step by step (the vector step may run beside the keyword
+    # step and the neighbours: they overlap)
+    "retrieval.count", "retrieval.keyword", "retrieval.neighbours", "retrieval.vector",
+    "retrieval.distances", "retrieval.rank", "retrieval.load", "retrieval.search_wait",
 )  # fmt: skip
 
 PROJECT_SQL = "(SELECT id FROM memories_project WHERE name = %s)"

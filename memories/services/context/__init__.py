@@ -172,6 +172,9 @@ def _candidates_gather(
             # the turns the search may find again (facts are other kinds)
             taken=sum(c.section in ("history", "working") for c in candidates),
         )  # fmt: skip
+    # the search's own steps, so a slow retrieval says which one took the time
+    steps = {step: ms for step, ms in retrieval.timings_ms.items() if step != "total"}
+    timings.update({f"retrieval.{step}": round(ms, 2) for step, ms in steps.items()})
     return candidates + retrieval.candidates, retrieval.candidates
 
 

@@ -67,6 +67,11 @@ def test_a_context_holds_each_section_and_is_counted_exactly(owner):
     assert retrieved and not {i["id"] for i in retrieved} & {
         i["id"] for i in section(body, "history")["items"]
     }
+    # each stage is timed, and the retrieval's search step by step
+    timings = body["timings_ms"]
+    assert {"synopsis", "facts", "history", "retrieval", "ranking"} <= set(timings)
+    assert {"retrieval.keyword", "retrieval.vector", "retrieval.rank"} <= set(timings)
+    assert sum(timings[f"retrieval.{step}"] for step in ("keyword", "rank")) <= timings["retrieval"]
 
 
 def test_facts_rank_by_similarity_and_confidence_as_computed_by_hand(owner):
