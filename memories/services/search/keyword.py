@@ -113,6 +113,14 @@ def keyword_candidates(
         found, matched = _bm25(project, filters, plan, policy, common_branches=False)
         if len(found) >= limit and matched < budget:
             return found
+        # too few rows: both branches; too many (the budget cut the rare words' rows
+        # off): the rows holding every word, the best-scored the cut may have missed.
+        # The first rows holding the common word alone cannot outscore the rare words'
+        # rows, of which there are more than asked for (13 of a 42 ms statement at a
+        # user of 100,000 whose "rare" word was common for them)
+        return _bm25(
+            project, filters, plan, policy, common_branches=True, rarest_common=len(found) < limit
+        )[0]
     return _bm25(project, filters, plan, policy, common_branches=bool(plan.common))[0]
 
 
@@ -137,10 +145,13 @@ def _bm25(
     policy: SearchSettings,
     *,
     common_branches: bool,
+    rarest_common: bool = True,
 ) -> tuple[list[tuple[Any, float]], int]:
     """The best ``plan.limit`` rows by BM25 among those the branches read (the common
-    words' too with ``common_branches``), and how many rows they read."""
-    matching, params = _matching_sql(project, filters, plan, common_branches=common_branches)
+    words' too with ``common_branches``; see _matching_sql), and how many rows they read."""
+    matching, params = _matching_sql(
+        project, filters, plan, common_branches=common_branches, rarest_common=rarest_common
+    )
     where, _ = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -218,20 +229,24 @@ def _tsquery(lexemes: list[str], operator: str) -> str:
 
 
 def _matching_sql(
-    project: Project, filters: SearchFilters, plan: _WordPlan, *, common_branches: bool
+    project: Project,
+    filters: SearchFilters,
+    plan: _WordPlan,
+    *,
+    common_branches: bool,
+    rarest_common: bool = True,
 ) -> tuple[str, dict[str, Any]]:
     """The UNION of the rows to score: every row holding a selective word (up to the
-    budget); with ``common_branches``, the first rows holding every word and the first
-    holding the rarest common word."""
+    budget); with ``common_branches``, the first rows holding every word and (with
+    ``rarest_common``) the first holding the rarest common word."""
     where, params = filters.sql(project)
     branches: list[tuple[str, int]] = []
     if plan.selective:
         branches.append((_tsquery(plan.selective, "|"), plan.budget))
     if common_branches and plan.common:
-        branches += [
-            (_tsquery(list(plan.estimates), "&"), plan.limit),
-            (_tsquery(plan.common[:1], "|"), plan.limit),
-        ]
+        branches.append((_tsquery(list(plan.estimates), "&"), plan.limit))
+        if rarest_common or not plan.selective:
+            branches.append((_tsquery(plan.common[:1], "|"), plan.limit))
     owner = _owner_tsquery(filters)
     sql = []
     for number, (tsquery, rows) in enumerate(branches):

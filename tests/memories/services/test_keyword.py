@@ -158,19 +158,22 @@ def test_the_common_words_rows_are_read_only_when_the_rare_words_rows_fall_short
                 project=owner.project, text=text, filters=filters, limit=limit,
                 collection_size=size, policy=SearchSettings(),
             )  # fmt: skip
-        bm25 = sum("WITH docs AS" in query["sql"] for query in queries.captured_queries)
-        return [contents[memory_id] for memory_id, _ in found], bm25
+        statements = [q["sql"] for q in queries.captured_queries if "WITH docs AS" in q["sql"]]
+        branches = statements[-1].count("::tsquery") if statements else 0
+        return [contents[memory_id] for memory_id, _ in found], len(statements), branches
 
     # enough rare rows: one BM25 statement, rare rows only
-    found, statements = search("weather ferry", limit=2)
+    found, statements, branches = search("weather ferry", limit=2)
     assert statements == 1 and all("ferry" in text for text in found) and len(found) == 2
-    # too few: the fallback adds the common word's rows after the rare ones
-    found, statements = search("weather ferry", limit=10)
-    assert statements == 2 and len(found) == 10
+    assert branches == 1
+    # too few: the fallback adds the rows holding both words and the common word's
+    found, statements, branches = search("weather ferry", limit=10)
+    assert statements == 2 and len(found) == 10 and branches == 3
     assert sorted(found[:3]) == sorted(ferries) and all("note" in text for text in found[3:])
-    # the rare word's 10 rows overflow the budget of 8: the fallback too
-    found, statements = search("weather harbour", limit=2)
-    assert statements == 2 and all("harbour" in text for text in found)
+    # the rare word's 10 rows overflow the budget of 8: the rows holding both words
+    # too, not the first rows of the common word alone (they cannot outscore the rest)
+    found, statements, branches = search("weather harbour", limit=2)
+    assert statements == 2 and all("harbour" in text for text in found) and branches == 2
 
 
 def test_a_large_sets_size_is_estimated_once_a_small_sets_counted_each_time(owner, settings):
