@@ -88,7 +88,7 @@ def keyword_candidates(
     holding the rarest words, taken while their estimated rows (ANALYZE's lexeme
     statistics) fit that budget; only when those rows are fewer than ``limit`` or
     overflow the budget (the estimate was wrong), also the first rows holding all the
-    words and the first holding the rarest of the rest. The rest's document
+    words, and when too few the first holding the rarest of the rest. The rest's document
     frequencies are the estimates, and the mean length is that of the first
     KEYWORD_MAX_MATCHES rows of the set. The best BM25 scores come from the rare
     words; reading every row holding a common word is what made a search of a large
