@@ -158,20 +158,15 @@ def compact_vector_candidates(
     An owner of ``size`` rows whose codes the process holds (codes.py) has its
     shortlist found here and sent with the query."""
     where, params = filters.sql(project)
-    owner = "b.end_user_id IS NULL" if filters.end_user_id is None else (
-        "b.end_user_id = %(filter_end_user)s"
-    )  # fmt: skip
     links, links_params = links_sql(
         project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
     )
     shortlist = shortlist_size(limit)
     key = (int(space.pk), int(project.pk), filters.end_user_id)
     codes = owner_codes_get(key, size) if codes_apply(size) else None
-    template = SCANNED + COMPACT_SQL if codes is None else CACHED + COMPACT_SQL + DELTA_COUNT
-    sql = template.format(
-        space_id=int(space.pk), owner=owner, where=where, links=links,
-        aggregate=window_sql(aggregate),
-    )  # fmt: skip
+    sql = _compact_sql(
+        space, filters, where=where, links=links, aggregate=aggregate, cached=codes is not None
+    )
     cached, read = _codes_shortlist(codes, query, shortlist) if codes is not None else ({}, 0)
     with transaction.atomic(), connection.cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
@@ -185,8 +180,40 @@ def compact_vector_candidates(
                 "with_links": link_known is not None, "distance_ids": list(distance_ids),
             },
         )  # fmt: skip
-        rows = cursor.fetchall()
+        signal, scanned, delta = _signal_read(cursor.fetchall())
+    if delta >= DELTA_RELOAD_ROWS:
+        owner_codes_stale(key)  # too many rows read again since the codes' load
+    if len(signal.nearest) < limit and max(read, scanned) >= shortlist:
+        return None  # the filters dropped too much of the shortlist: scan exactly
+    return signal
+
+
+def _compact_sql(
+    space: EmbeddingSpace,
+    filters: SearchFilters,
+    *,
+    where: str,
+    links: str,
+    aggregate: str,
+    cached: bool,
+) -> str:
+    """The statement: the shortlist SCANNED in the database or sent (CACHED), then the
+    rest."""
+    owner = "b.end_user_id IS NULL" if filters.end_user_id is None else (
+        "b.end_user_id = %(filter_end_user)s"
+    )  # fmt: skip
+    template = CACHED + COMPACT_SQL + DELTA_COUNT if cached else SCANNED + COMPACT_SQL
+    return template.format(
+        space_id=int(space.pk), owner=owner, where=where, links=links,
+        aggregate=window_sql(aggregate),
+    )  # fmt: skip
+
+
+def _signal_read(rows: list[Any]) -> tuple[VectorSignal, int, int]:
+    """The statement's rows as a VectorSignal (nearest first), the windows the
+    shortlist held and the rows read again since the codes' load (0 without codes)."""
     signal = VectorSignal([], {}, {})
+    scanned = delta = 0
     for part, memory_id, distance, previous, following in rows:
         if part == 0:
             signal.nearest.append((memory_id, float(distance)))
@@ -195,13 +222,11 @@ def compact_vector_candidates(
         elif part == 2:
             signal.distances[memory_id] = float(distance)
         elif part == 3:
-            read = max(read, int(distance))
-        elif int(distance) >= DELTA_RELOAD_ROWS:
-            owner_codes_stale(key)  # part 4: the rows read again since the codes' load
-    if len(signal.nearest) < limit and read >= shortlist:
-        return None  # the filters dropped too much of the shortlist: scan exactly
+            scanned = int(distance)
+        else:
+            delta = int(distance)
     signal.nearest.sort(key=lambda row: row[1])
-    return signal
+    return signal, scanned, delta
 
 
 def _codes_shortlist(
