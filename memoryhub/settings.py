@@ -401,7 +401,11 @@ RETRIEVAL: dict[str, Any] = {
     # ... for the first this many results; one candidate for each result past them
     # (a context asks for up to 200 results: the tail of a long list needs no more)
     "CANDIDATE_MULTIPLIED_K": env_int("RETRIEVAL_CANDIDATE_MULTIPLIED_K", 40),
-    "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
+    "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 150),
+    # the HNSW graph's links per node and build-time candidate list, used when a
+    # space's index is built (a change applies after `manage.py vector_index --rebuild`)
+    "HNSW_M": env_int("RETRIEVAL_HNSW_M", 16),
+    "HNSW_EF_CONSTRUCTION": env_int("RETRIEVAL_HNSW_EF_CONSTRUCTION", 128),
     # below this many rows in the filtered set an exact scan beats the index
     "EXACT_SCAN_MAX_ROWS": env_int("RETRIEVAL_EXACT_SCAN_MAX_ROWS", 5_000),
     # one user's set of more than MIN and up to MAX rows: exact scan of the binary-

@@ -36,6 +36,7 @@ from memories.embeddings import (
     normalize,
 )
 from memories.models import Embedding, EmbeddingSpace, Memory
+from memories.services.vector_index import index_create_sql
 
 logger = logging.getLogger(__name__)
 QUEUED_FLAG = "memoryhub:embedding:queued"
@@ -78,11 +79,7 @@ def embedding_space_index_ensure(*, space: EmbeddingSpace) -> None:
     expression and predicate (memories.services.retrieval).
     """
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {space.index_name} ON memories_embedding "
-            f"USING hnsw ((vector::vector({int(space.dimension)})) vector_cosine_ops) "
-            f"WHERE space_id = {int(space.pk)}"
-        )
+        cursor.execute(index_create_sql(space=space, name=space.index_name, concurrently=False))
 
 
 def embedding_enqueue() -> None:
