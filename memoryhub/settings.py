@@ -401,7 +401,10 @@ RETRIEVAL: dict[str, Any] = {
     # ... for the first this many results; one candidate for each result past them
     # (a context asks for up to 200 results: the tail of a long list needs no more)
     "CANDIDATE_MULTIPLIED_K": env_int("RETRIEVAL_CANDIDATE_MULTIPLIED_K", 40),
-    "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 150),
+    # an HNSW search's candidate list (hnsw.ef_search) over up to EF_SEARCH_ROWS rows;
+    # over more it grows with the square root of the rows (0: never), at most 1,000
+    "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),
+    "HNSW_EF_SEARCH_ROWS": env_int("RETRIEVAL_HNSW_EF_SEARCH_ROWS", 100_000),
     # the HNSW graph's links per node and build-time candidate list, used when a
     # space's index is built (a change applies after `manage.py vector_index --rebuild`)
     "HNSW_M": env_int("RETRIEVAL_HNSW_M", 16),

@@ -107,6 +107,8 @@ def index_rebuild(*, space: EmbeddingSpace, progress: Progress | None = None) ->
         leftover = None
     if leftover is None:
         _build_watched(index_create_sql(space=space, name=new_name, concurrently=True), progress)
+    elif progress is not None:
+        progress("built before", 1, 1)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
         cursor.execute(f"DROP INDEX IF EXISTS {space.index_name}")

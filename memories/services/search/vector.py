@@ -8,6 +8,7 @@ several windows, memories.models.Embedding) and its windows' distances aggregate
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def vector_signal_get(
         )  # fmt: skip
     nearest = index_vector_candidates(
         project=project, space=space, query=query, filters=filters, limit=limit,
-        aggregate=aggregate,
+        aggregate=aggregate, size=collection_size,
     )  # fmt: skip
     found = {memory_id for memory_id, _ in nearest}
     # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
@@ -180,8 +181,10 @@ def index_vector_candidates(
     filters: SearchFilters,
     limit: int,
     aggregate: str = "mean",
+    size: int = 0,
 ) -> list[tuple[Any, float]]:
-    """``vector_candidates`` through the space's HNSW index.
+    """``vector_candidates`` through the space's HNSW index (``size``: the filtered
+    set's rows, for the candidate list: ``hnsw_ef_search``).
 
     The index holds windows (a long memory has several): the nearest windows are read
     until enough distinct memories are among them, ``limit`` of them by their nearest
@@ -198,7 +201,7 @@ def index_vector_candidates(
     while True:
         read, nearest = _nearest_windows(
             project=project, space=space, query=query, filters=filters, limit=windows,
-            with_mean=aggregate == "mean",
+            with_mean=aggregate == "mean", ef_search=hnsw_ef_search(size, windows),
         )  # fmt: skip
         if len(nearest) >= wanted or read < windows or windows >= MAX_WINDOWS_READ:
             break
@@ -207,6 +210,23 @@ def index_vector_candidates(
         return [(memory_id, best) for memory_id, best, _ in nearest[:limit]]
     by_mean = sorted(nearest[:wanted], key=lambda row: row[2])
     return [(memory_id, mean) for memory_id, _, mean in by_mean[:limit]]
+
+
+def hnsw_ef_search(size: int, limit: int) -> int:
+    """``hnsw.ef_search`` for a search of ``limit`` windows among ``size`` rows.
+
+    The graph holds more rows than the list can cover as it grows: at a million rows
+    without a filter a list of 100 found 0.930 of the exact top 10, 300 found 0.974,
+    where 100 found 0.99 at 100,000 (BENCHMARKS.md, "The HNSW graph's build
+    parameters"). So the list is RETRIEVAL_HNSW_EF_SEARCH up to HNSW_EF_SEARCH_ROWS
+    rows and grows with the square root of the rows past them (316 at a million); at
+    least ``limit``, at most pgvector's 1,000.
+    """
+    ef_search = float(settings.RETRIEVAL["HNSW_EF_SEARCH"])
+    reference = int(settings.RETRIEVAL["HNSW_EF_SEARCH_ROWS"])
+    if reference and size > reference:
+        ef_search *= math.sqrt(size / reference)
+    return int(min(max(ef_search, limit), 1000))
 
 
 # mean aggregate through the index: memories re-ranked by their mean, per memory wanted
@@ -240,13 +260,13 @@ def _nearest_windows(
     filters: SearchFilters,
     limit: int,
     with_mean: bool,
+    ef_search: int,
 ) -> tuple[int, list[tuple[Any, float, float]]]:
     """How many windows were read (the ``limit`` nearest), and each memory among them
     once: (memory id, its nearest window's distance, the mean distance of all its
     windows when ``with_mean``, else that nearest one's), nearest window first. One
     round trip."""
     where, params = filters.sql(project)
-    ef_search = int(min(max(settings.RETRIEVAL["HNSW_EF_SEARCH"], limit), 1000))
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")

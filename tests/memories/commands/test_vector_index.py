@@ -137,3 +137,20 @@ def test_rebuild_replaces_a_leftover_built_with_other_options(settings, space):
     _run("--rebuild")
     assert index_state(name=space.index_name).options == {"m": 10, "ef_construction": 30}
     assert index_state(name=f"{space.index_name}_new") is None
+
+
+def test_rebuild_swaps_in_a_finished_leftover_without_building_again(settings, space):
+    """A rebuild killed after its build but before the swap left a valid ``_new`` index
+    with the configured options: the next rebuild puts that very index in place."""
+    _options(settings, 6, 20)
+    new_name = f"{space.index_name}_new"
+    with connection.cursor() as cursor:
+        cursor.execute(index_create_sql(space=space, name=new_name, concurrently=False))
+        cursor.execute("SELECT %s::regclass::oid", [new_name])
+        leftover_oid = cursor.fetchone()[0]
+    assert "Rebuilt" in _run("--rebuild")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::regclass::oid", [space.index_name])
+        assert cursor.fetchone()[0] == leftover_oid
+    assert index_state(name=space.index_name).options == {"m": 6, "ef_construction": 20}
+    assert index_state(name=new_name) is None

@@ -107,3 +107,21 @@ def test_the_index_is_a_partial_cosine_index_of_the_space(db, big_space):
     assert f"vector({DIMENSION})" in definition
     assert "vector_cosine_ops" in definition
     assert f"space_id = {space.pk}" in definition
+
+
+def test_the_hnsw_candidate_list_grows_with_the_square_root_of_the_rows(settings):
+    from memories.services.search.vector import hnsw_ef_search
+
+    settings.RETRIEVAL = {
+        **settings.RETRIEVAL,
+        "HNSW_EF_SEARCH": 100,
+        "HNSW_EF_SEARCH_ROWS": 100_000,
+    }
+    assert hnsw_ef_search(5_000, 80) == 100
+    assert hnsw_ef_search(100_000, 80) == 100
+    assert hnsw_ef_search(400_000, 80) == 200
+    assert hnsw_ef_search(1_000_000, 80) == 316
+    assert hnsw_ef_search(1_000_000, 500) == 500  # never fewer than the windows asked for
+    assert hnsw_ef_search(1_000_000_000, 80) == 1000  # pgvector's ceiling
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "HNSW_EF_SEARCH_ROWS": 0}
+    assert hnsw_ef_search(1_000_000, 80) == 100
