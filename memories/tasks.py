@@ -31,12 +31,18 @@ from memories.services.pruning import (
 )
 from memories.services.revisions import Actor
 from memories.services.working import working_trim
+from memories.worker import DATABASE_RETRY
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(
-    name=EMBEDDING_RUN_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5
+    name=EMBEDDING_RUN_TASK,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=5,
+    **DATABASE_RETRY,
 )
 def embedding_run_task(self) -> int:  # type: ignore[no-untyped-def]
     """Embed every pending memory (claims in batches; safe to run twice)."""
@@ -84,7 +90,13 @@ def working_memory_trim_task() -> int:
     return removed
 
 
-@shared_task(name="memories.tasks.accesses_flush_task", soft_time_limit=120, time_limit=150)
+@shared_task(
+    name="memories.tasks.accesses_flush_task",
+    soft_time_limit=120,
+    time_limit=150,
+    max_retries=5,
+    **DATABASE_RETRY,
+)
 def accesses_flush_task() -> int:
     """Write the reads counted in Redis to the memories' access_count and accessed_at."""
     return accesses_flush()

@@ -8,10 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from celery import bootsteps
+from django.db import InterfaceError, OperationalError
 
 logger = logging.getLogger(__name__)
 
 AUTOGROUP = Path("/proc/self/autogroup")
+
+# Options of the tasks that an event queues (a write's facts, a room's summary, the
+# reads' flush, the embedding run): a database error that passes (a connection that
+# timed out under load, a deadlock with a maintenance task) retries the task with a
+# backoff of 2, 4, 8, ... s (at most 300, jittered) rather than leaving the work to
+# the next sweep, a minute or more later. The tasks are safe to run again.
+DATABASE_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 2,
+    "retry_backoff_max": 300,
+    "retry_jitter": True,
+}
 
 
 def worker_startup_check(**kwargs: Any) -> None:

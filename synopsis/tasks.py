@@ -7,6 +7,7 @@ from celery import shared_task
 from memories.services.buffer import rooms_over_capacity
 from memories.services.maintenance import maintenance_run
 from memories.services.synopsis import synopsis_refresh_deferred, synopsis_refresh_dequeued
+from memories.worker import DATABASE_RETRY
 from synopsis.llm import LlmError
 from synopsis.services.facts import FACTS_EXTRACT_TASK, facts_unmined, messages_facts_extract
 from synopsis.services.summaries import (
@@ -25,6 +26,7 @@ from synopsis.services.synopses import SYNOPSIS_GENERATE_TASK, synopsis_generate
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=8,
+    **DATABASE_RETRY,
 )
 def room_summarize_task(self, room_id: int) -> int:  # type: ignore[no-untyped-def]
     """Summarize one batch of an overflowing room, then queue the next batch if the room
@@ -59,6 +61,7 @@ def room_summarize_sweep_task() -> int:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=8,
+    **DATABASE_RETRY,
 )
 def facts_extract_task(self, memory_ids: list[str]) -> int:  # type: ignore[no-untyped-def]
     """Mine the user messages of ``memory_ids`` for facts (each once)."""
