@@ -1,4 +1,5 @@
-"""Each embedding space's HNSW index: its build parameters, its state, its rebuild.
+"""Each embedding space's HNSW index: its build parameters, the candidate list a
+search of it uses (``hnsw_ef_search``), its state, its rebuild.
 
 A space's vectors are indexed by a partial HNSW index on the untyped vector column,
 cast to the space's dimension (memories.services.embedding.embedding_space_index_ensure
@@ -15,6 +16,7 @@ short transaction.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +40,23 @@ def hnsw_options() -> dict[str, int]:
         "m": int(settings.RETRIEVAL["HNSW_M"]),
         "ef_construction": int(settings.RETRIEVAL["HNSW_EF_CONSTRUCTION"]),
     }
+
+
+def hnsw_ef_search(size: int, limit: int) -> int:
+    """``hnsw.ef_search`` for a search of ``limit`` windows among ``size`` rows.
+
+    The graph holds more rows than the list can cover as it grows: at a million rows
+    without a filter a list of 100 found 0.930 of the exact top 10, 300 found 0.974,
+    where 100 found 0.99 at 100,000 (BENCHMARKS.md, "The HNSW graph's build
+    parameters"). So the list is RETRIEVAL_HNSW_EF_SEARCH up to HNSW_EF_SEARCH_ROWS
+    rows and grows with the square root of the rows past them (316 at a million); at
+    least ``limit``, at most pgvector's 1,000.
+    """
+    ef_search = float(settings.RETRIEVAL["HNSW_EF_SEARCH"])
+    reference = int(settings.RETRIEVAL["HNSW_EF_SEARCH_ROWS"])
+    if reference and size > reference:
+        ef_search *= math.sqrt(size / reference)
+    return int(min(max(ef_search, limit), 1000))
 
 
 def index_create_sql(*, space: EmbeddingSpace, name: str, concurrently: bool) -> str:

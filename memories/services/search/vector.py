@@ -8,7 +8,6 @@ several windows, memories.models.Embedding) and its windows' distances aggregate
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from django.db import connection, transaction
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.filters import SearchFilters
 from memories.services.search.neighbours import links_sql, neighbour_ids
+from memories.services.vector_index import hnsw_ef_search
 
 
 @dataclass
@@ -180,8 +180,8 @@ def index_vector_candidates(
     query: np.ndarray,
     filters: SearchFilters,
     limit: int,
+    size: int,
     aggregate: str = "mean",
-    size: int = 0,
 ) -> list[tuple[Any, float]]:
     """``vector_candidates`` through the space's HNSW index (``size``: the filtered
     set's rows, for the candidate list: ``hnsw_ef_search``).
@@ -210,23 +210,6 @@ def index_vector_candidates(
         return [(memory_id, best) for memory_id, best, _ in nearest[:limit]]
     by_mean = sorted(nearest[:wanted], key=lambda row: row[2])
     return [(memory_id, mean) for memory_id, _, mean in by_mean[:limit]]
-
-
-def hnsw_ef_search(size: int, limit: int) -> int:
-    """``hnsw.ef_search`` for a search of ``limit`` windows among ``size`` rows.
-
-    The graph holds more rows than the list can cover as it grows: at a million rows
-    without a filter a list of 100 found 0.930 of the exact top 10, 300 found 0.974,
-    where 100 found 0.99 at 100,000 (BENCHMARKS.md, "The HNSW graph's build
-    parameters"). So the list is RETRIEVAL_HNSW_EF_SEARCH up to HNSW_EF_SEARCH_ROWS
-    rows and grows with the square root of the rows past them (316 at a million); at
-    least ``limit``, at most pgvector's 1,000.
-    """
-    ef_search = float(settings.RETRIEVAL["HNSW_EF_SEARCH"])
-    reference = int(settings.RETRIEVAL["HNSW_EF_SEARCH_ROWS"])
-    if reference and size > reference:
-        ef_search *= math.sqrt(size / reference)
-    return int(min(max(ef_search, limit), 1000))
 
 
 # mean aggregate through the index: memories re-ranked by their mean, per memory wanted

@@ -110,7 +110,7 @@ def test_the_index_is_a_partial_cosine_index_of_the_space(db, big_space):
 
 
 def test_the_hnsw_candidate_list_grows_with_the_square_root_of_the_rows(settings):
-    from memories.services.search.vector import hnsw_ef_search
+    from memories.services.vector_index import hnsw_ef_search
 
     settings.RETRIEVAL = {
         **settings.RETRIEVAL,
