@@ -103,8 +103,10 @@ def console_phase(bench: Bench) -> None:
     project_id, user_id, load = console_user_load(bench)
     password = secrets.token_urlsafe(16)
     bench.hub.manage(
+        # one argument: a random password may begin with "-", which argparse would
+        # take for an option
         "create_operator", OPERATOR, "--project", PROJECT, "--role", "editor",
-        "--password", password,
+        f"--password={password}",
     )  # fmt: skip
     browser = ConsoleClient(bench.hub.port)
     try:

@@ -242,6 +242,29 @@ def torch_threads_set(threads: int | None) -> None:
         provider.threads_set(threads or os.cpu_count() or 1)
 
 
+def batch_size_set(size: int) -> None:
+    """Set the local model's texts per forward pass; nothing for a provider that is not
+    local."""
+    provider = get_provider()
+    if isinstance(provider, LocalEmbeddingProvider):
+        provider.batch_size = size
+
+
+def web_process_tune() -> None:
+    """The local model as a web process runs it (settings EMBEDDING QUERY_TORCH_THREADS
+    and QUERY_BATCH_SIZE), set before it loads: an ONNX session is made for its
+    threads, and set after a first embedding the next made a second session while the
+    process kept the first one's memory (+37 MiB). One thread: a search embeds its
+    query while PostgreSQL runs its keyword query. Small batches: the model's memory
+    arena keeps the peak of its largest call, and a web process embeds one query at a
+    time (working-memory items at their first search excepted)."""
+    config = settings.EMBEDDING
+    if config["QUERY_TORCH_THREADS"]:
+        torch_threads_set(config["QUERY_TORCH_THREADS"])
+    if config["QUERY_BATCH_SIZE"]:
+        batch_size_set(config["QUERY_BATCH_SIZE"])
+
+
 def normalize(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1.0, norms)

@@ -348,6 +348,10 @@ EMBEDDING: dict[str, Any] = {
     # query is embedded while PostgreSQL runs the keyword query on the other core; two
     # threads then wait on each other (BENCHMARKS.md)
     "QUERY_TORCH_THREADS": env_int("EMBEDDING_QUERY_TORCH_THREADS", 1),
+    # the web processes' texts per forward pass (a query is one; working-memory items
+    # are embedded at their first search): on one thread, 4 embedded 1,000 items 1.2x
+    # faster than 16 and grew the process by 15 MiB instead of 70 (BENCHMARKS.md)
+    "QUERY_BATCH_SIZE": env_int("EMBEDDING_QUERY_BATCH_SIZE", 4),
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
     "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),

@@ -11,17 +11,21 @@ application = get_wsgi_application()
 embedded.services_start()  # a no-op under the hub, which passes DATABASE_URL on
 
 
+def _model_tune() -> None:
+    from memories.embeddings import web_process_tune
+
+    web_process_tune()  # before the warm-up loads the model
+
+
+_model_tune()
+
+
 def _warm_up() -> None:
     """Load the embedding model in the background so the first search is not slow."""
-    from django.conf import settings
-
-    from memories.embeddings import get_provider, torch_threads_set
+    from memories.embeddings import get_provider
 
     with contextlib.suppress(Exception):  # the first real search reports any error
         get_provider().embed(["warm-up"])
-        if settings.EMBEDDING["QUERY_TORCH_THREADS"]:
-            # a search embeds its query while PostgreSQL runs its keyword query
-            torch_threads_set(settings.EMBEDDING["QUERY_TORCH_THREADS"])
     # Django and torch leave many long-lived objects; a full collection walking them
     # inside a request stalled it (BENCHMARKS.md). Frozen objects are never scanned again.
     gc.freeze()

@@ -121,10 +121,13 @@ import os, sys
 os.environ["DJANGO_SETTINGS_MODULE"] = "memoryhub.settings"
 import django
 django.setup()
-from memories.embeddings import get_provider, query_cache, torch_threads_set
+from memories.embeddings import get_provider, query_cache, web_process_tune
+web_process_tune()  # as memoryhub.wsgi does
 provider = get_provider()
 vector = query_cache.submit(provider, "where did Caroline go last week?").result()
-torch_threads_set(1)  # as the web process's warm-up does
+# the session the first query made is the web's: one thread (no second session later)
+session = provider.load()._session
+print(session.get_session_options().intra_op_num_threads, provider.batch_size)
 windows = provider.windows(" ".join(f"word{n}" for n in range(600)))
 print(provider.runtime, vector.shape[0], len(windows) > 1,
       [name for name in ("torch", "sentence_transformers", "transformers") if name in sys.modules])
@@ -141,7 +144,9 @@ def test_a_process_embedding_queries_on_onnx_never_imports_torch(runtime):
              "EMBEDDING_RUNTIME": runtime, "MEMORYHUB_DATA_DIR": str(settings.DATA_DIR)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[-2] == f"{runtime} 384 True []"
+    lines = done.stdout.split("\n")
+    assert lines[-3] == "1 4"  # EMBEDDING_QUERY_TORCH_THREADS, EMBEDDING_QUERY_BATCH_SIZE
+    assert lines[-2] == f"{runtime} 384 True []"
 
 
 # --- the export: once, under a lock, all or nothing (the heavy steps replaced) ---------
