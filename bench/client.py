@@ -16,6 +16,16 @@ class ApiError(Exception):
     pass
 
 
+def server_timing(header: str | None) -> dict[str, float]:
+    """The hub's ``Server-Timing`` as {metric: ms} (app, db, cpu; empty without it)."""
+    metrics = {}
+    for metric in (header or "").split(","):
+        name, _, params = metric.strip().partition(";")
+        if params.startswith("dur="):
+            metrics[name] = float(params[4:])
+    return metrics
+
+
 class Api:
     def __init__(self, port: int, key: str) -> None:
         self.port = port
@@ -23,6 +33,7 @@ class Api:
         self.connection: http.client.HTTPConnection | None = None
         self.last_used = 0.0
         self.reconnects_after_error = 0
+        self.server_timing: dict[str, float] = {}  # the last response's Server-Timing
 
     def _connect(self) -> http.client.HTTPConnection:
         if self.connection is not None:
@@ -48,6 +59,7 @@ class Api:
             self.connection = None
             return self.call(method, path, body)
         self.last_used = time.monotonic()
+        self.server_timing = server_timing(response.headers.get("Server-Timing"))
         return response.status, json.loads(raw) if raw else None, elapsed
 
     def post(self, path: str, body: bytes, expect: int = 201) -> tuple[Any, float]:

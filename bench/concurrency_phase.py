@@ -183,6 +183,8 @@ def _request(
     timings: dict[str, float] = {}
     if kind == "search" and isinstance(data, dict):
         timings = data.get("timings_ms") or {}
+    # the Server-Timing header: app (in the hub), db, cpu (the request's thread)
+    timings = {**timings, **{f"http.{name}": ms for name, ms in api.server_timing.items()}}
     samples.requests.append((kind, time.perf_counter(), elapsed, timings))
 
 
@@ -209,6 +211,12 @@ def clients_figures(count: int, samples: list[Samples], start: float, end: float
         "writes_per_second": rate(writes),
         "search_ms": summary([r[2] for r in searches]),
         "write_ms": summary([r[2] for r in writes]),
+        # the write's time inside the hub (Server-Timing): the rest of write_ms is spent
+        # before the web process's thread has it (the accept queue) and on the wire
+        "write_server_ms": {
+            name: summary([r[3][f"http.{name}"] for r in writes if f"http.{name}" in r[3]])
+            for name in ("app", "db", "cpu")
+        },
         "search_server_ms": server,
         "errors": len(errors),
         "error_examples": sorted(set(errors))[:5],

@@ -151,7 +151,10 @@ def _concurrency(results: dict[str, Any]) -> None:
             f"\nUnder concurrency at {level['memories']:,} memories: each client on its own "
             f"connection, {level['searches_per_write']} searches (auto, user filter, "
             f"k={level['k']}) per single write, {_f(level['seconds'])} s per row\n"
-            f"  ms = HTTP round trip; server = the searches' timings_ms (embed = the query's "
+            f"  ms = HTTP round trip; write in hub = the writes' Server-Timing app (the "
+            "rest of the round trip is before a web thread takes it), of it db = in its "
+            "database calls, cpu = its thread's CPU time (the rest waits: GIL, cores); "
+            "server = the searches' timings_ms (embed = the query's "
             "embedding, embed wait = the search waiting for it, slot wait = for a search "
             f"slot); targets at 10,000 with {targets['clients']} clients: >= "
             f"{_f(targets['searches_per_second'])} searches/s, search p95 < "
@@ -169,13 +172,18 @@ def _concurrency(results: dict[str, Any]) -> None:
                 [
                     row["clients"], row["searches_per_second"], search["p50"], search["p95"],
                     row["writes_per_second"], write["p50"], write["p95"], write["max"],
+                    *[
+                        ((row.get("write_server_ms") or {}).get(name) or {}).get("p95")
+                        for name in ("app", "db", "cpu")
+                    ],
                     server.get("total", {}).get("p50"), *p95, row["errors"],
                     row.get("foreign_cpu_cores"), row["load_average_before"][0],
                 ]
             )  # fmt: skip
         headers = [
             "clients", "searches/s", "search p50", "search p95", "writes/s", "write p50",
-            "write p95", "write max", "server p50", "server p95", "embed p95",
+            "write p95", "write max", "write in hub p95", "its db p95", "its cpu p95",
+            "server p50", "server p95", "embed p95",
             "embed wait p95", "slot wait p95", "errors", "other CPU", "load avg",
         ]  # fmt: skip
         print(table(headers, rows))

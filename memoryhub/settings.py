@@ -87,6 +87,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memoryhub.middleware.ServerTimingMiddleware",  # first: times all the others too
     # first: an outage is a 503 whatever raised it; a body or query over its limit is
     # refused before anything reads it (memoryhub/middleware.py)
     "memoryhub.middleware.ServiceOutageMiddleware",
