@@ -203,6 +203,10 @@ def memoryhub_phases(
         say(f"    {ingest['per_second']:.1f}/s until all embedded ({ingest['seconds']:.1f} s)")
         monitor.quiet_wait(args.quiet_wait, SKEW_CORES)
         monitor.phase = "MemoryHub search"
+        # as make bench does, and autovacuum would within its naptime (a minute): the
+        # searches are planned on statistics of the rows just written, not of an empty
+        # table (the user-filtered search p50 18.3 -> 11.9 ms in process, BENCHMARKS.md)
+        db.execute("ANALYZE")
         say(f"  MemoryHub: {len(workload['queries'])} searches ...")
         search = ours_search(api, workload, K)
         say(f"    p50 {search['latency_ms']['p50']:.1f} ms, {search['short']} with fewer than {K}")
