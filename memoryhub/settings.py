@@ -87,9 +87,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "memoryhub.middleware.ServerTimingMiddleware",  # first: times all the others too
-    # first: an outage is a 503 whatever raised it; a body or query over its limit is
-    # refused before anything reads it (memoryhub/middleware.py)
+    # first: Server-Timing times all the others too; then an outage is a 503 whatever
+    # raised it, and a body or query over its limit is refused before anything reads it
+    # (memoryhub/middleware.py)
+    "memoryhub.middleware.ServerTimingMiddleware",
     "memoryhub.middleware.ServiceOutageMiddleware",
     "memoryhub.middleware.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
