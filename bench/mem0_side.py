@@ -164,16 +164,21 @@ def mem0_settings(*, threads: int, k: int, hub: Hub, scratch: Path) -> dict[str,
 
 
 def mem0_run(
-    *, scratch: Path, workload: dict[str, Any], settings: dict[str, Any], monitor: Monitor
-) -> dict[str, Any]:
-    """bench/mem0_runner.py in mem0's venv, its output shown and its phases followed."""
+    *, scratch: Path, workload: dict[str, Any], settings: dict[str, Any], monitor: Monitor,
+    venv: Path | None = None, concurrency: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """bench/mem0_runner.py in mem0's venv (``venv``, by default <scratch>/venv), its
+    output shown and its phases followed; with ``concurrency``, the workload is the
+    concurrency phase's (bench/mem0_concurrency.py), given as the runner reads it."""
     home = scratch / "mem0-home"
     home.mkdir(parents=True, exist_ok=True)
     path, out = scratch / "mem0-workload.json", scratch / "mem0-results.json"
-    path.write_text(json.dumps(_mem0_workload(workload, settings)))
+    given = {**workload, "settings": settings} if concurrency else None
+    path.write_text(json.dumps(given or _mem0_workload(workload, settings)))
     process = subprocess.Popen(
-        [str(scratch / "venv" / "bin" / "python"), str(REPO / "bench" / "mem0_runner.py"),
-         "--workload", str(path), "--out", str(out)],
+        [str((venv or scratch / "venv") / "bin" / "python"),
+         str(REPO / "bench" / "mem0_runner.py"), "--workload", str(path), "--out", str(out),
+         *(["--concurrency"] if concurrency else [])],
         cwd=scratch, env=_mem0_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True,
     )  # fmt: skip
@@ -181,9 +186,7 @@ def mem0_run(
     monitor.phase = "mem0 start-up"
     assert process.stdout is not None
     for line in process.stdout:
-        for marker, phase in MEM0_PHASES.items():
-            if line.startswith(f"  mem0 | {marker}"):
-                monitor.phase = phase
+        monitor.phase = _runner_phase(line, concurrency) or monitor.phase
         print(line, end="", flush=True)
     code = process.wait()
     monitor.runner = None
@@ -192,6 +195,19 @@ def mem0_run(
         raise RuntimeError(f"bench/mem0_runner.py exited with {code}")
     result: dict[str, Any] = json.loads(out.read_text())
     return result
+
+
+def _runner_phase(line: str, concurrency: bool) -> str | None:
+    """The monitor's phase a runner's progress line starts, if any: "phase <name>: ..."
+    in the concurrency workload, MEM0_PHASES' markers in the comparison."""
+    if concurrency:
+        if line.startswith("  mem0 | phase "):
+            return line.removeprefix("  mem0 | phase ").split(":")[0].strip()
+        return None
+    for marker, phase in MEM0_PHASES.items():
+        if line.startswith(f"  mem0 | {marker}"):
+            return phase
+    return None
 
 
 def mem0_database(hub: Hub) -> dict[str, str]:

@@ -40,6 +40,7 @@ class Plan:
     recall_n: int  # HNSW recall queries per filter and level
     summary_messages: int = 1_000  # written into a room of capacity 10 (bench/buffer_phases.py)
     fact_messages: int = 1_000  # user messages mined for facts (bench/maintenance_phases.py)
+    mem0: bool = False  # mem0 beside the first concurrency phase (bench/mem0_concurrency.py)
 
 
 def sql_value(db: psycopg.Connection[Any], query: str, *params: Any) -> Any:

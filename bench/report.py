@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.ingestion_phase import documents_report
+from bench.mem0_concurrency import mem0_concurrency_report
 
 
 def _f(value: Any) -> str:
@@ -195,6 +196,8 @@ def _concurrency(results: dict[str, Any]) -> None:
         for row in level["rows"]:
             for example in row.get("error_examples", []):
                 print(f"  {row['clients']} clients, error: {example}")
+        if level is results["concurrency"][0]:
+            mem0_concurrency_report(results, table, _f)
 
 
 def _timed_row(title: str, figures: dict[str, Any], parts: list[str]) -> list[Any]:

@@ -12,6 +12,7 @@ tracking, importance recompute and pruning, context-build latency, peak memory.
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only context
     .venv/bin/python bench/run.py --quick --ingest 300 --search-n 10 --only console
     .venv/bin/python bench/run.py --quick --only concurrency
+    .venv/bin/python bench/run.py --quick --only concurrency,mem0_concurrency
 
 On a quiet 2-core machine the full run takes about 15 minutes (the 1M bulk load ~5 of
 them, most of it the HNSW index build; the bare model and ingestion ~4; searches and
@@ -48,6 +49,9 @@ HTTP from one client thread on one persistent connection:
    right after each level's searches, concurrency (bench/concurrency_phase.py): 1, 4
    and 16 client threads on connections of their own, each doing 4 searches (auto, user
    filter) per single write for a fixed time: searches/s, search and write p50/p95;
+   in the full run, mem0 beside it at the first level (bench/mem0_concurrency.py: the
+   same workload in mem0's process on the same memories; its venv is built the first
+   time, ~2 minutes; the phase adds ~4 more: the 10,000 memories added one per call);
 4. HNSW recall@10 at each level: the hub's vector search (a raw query vector through
    the API) against an exact scan in SQL, with and without a user filter (bench/recall.py);
 5. rooms (bench/buffer_phases.py), each in a room of its own: buffer search p50/p95 in
@@ -141,6 +145,11 @@ from bench.maintenance_phases import (  # noqa: E402
     maintenance_level,
     maintenance_phases_run,
 )
+from bench.mem0_concurrency import (  # noqa: E402
+    MEM0_CONCURRENCY_PHASES,
+    mem0_concurrency_phase,
+    mem0_concurrency_phases_run,
+)
 from bench.monitor import Monitor, quiet_wait  # noqa: E402
 from bench.phases import PROJECT, Bench, Plan, sql_value  # noqa: E402
 from bench.report import report_print  # noqa: E402
@@ -160,6 +169,7 @@ ONLY_PHASES = (
     + CONTEXT_PHASES
     + CONSOLE_PHASES
     + CONCURRENCY_PHASES
+    + MEM0_CONCURRENCY_PHASES
 )
 
 PLANS = {
@@ -172,7 +182,7 @@ PLANS = {
         warmup_writes=50, single_writes=500, batches=50, batch_size=100,
         ingest=10_000, ingest_batch=100, raw_texts=10_000, raw_sorted=True,
         search_n=150, search_warmup=10, levels=(100_000, 1_000_000), recall_n=50,
-        summary_messages=2_000, fact_messages=2_000,
+        summary_messages=2_000, fact_messages=2_000, mem0=True,
     ),
 }  # fmt: skip
 
@@ -239,6 +249,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--embed-batch", type=int, default=int(os.environ.get("EMBEDDING_BATCH_SIZE", 16))
     )
+    parser.add_argument(
+        "--no-mem0", action="store_true",
+        help="the full run without mem0 beside its first concurrency phase",
+    )  # fmt: skip
     parser.add_argument("--ingest", type=int, help="messages in the ingestion phase")
     parser.add_argument(
         "--levels", type=_levels, metavar="N,N",
@@ -274,7 +288,9 @@ def plan_for(args: argparse.Namespace) -> Plan:
         "summary_messages": args.summary_messages, "fact_messages": args.fact_messages,
     }  # fmt: skip
     plan = replace(plan, **{key: value for key, value in overrides.items() if value is not None})
-    return replace(plan, raw_texts=min(plan.raw_texts, plan.ingest))
+    return replace(
+        plan, raw_texts=min(plan.raw_texts, plan.ingest), mem0=plan.mem0 and not args.no_mem0
+    )
 
 
 def results_start(
@@ -318,10 +334,13 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
         context_phases_run(bench, only)
         console_phases_run(bench, only)
         concurrency_phases_run(bench, only)
+        mem0_concurrency_phases_run(bench, only)
         return
     document_phase(bench)  # the PDF is deleted after: later phases see the same memories
     bench.search_level()
     concurrency_phase(bench)
+    if plan.mem0:
+        mem0_concurrency_phase(bench)  # mem0 beside the hub at this level
     context_phase(bench)
     bench.recall()
     bench.writes()

@@ -4,7 +4,9 @@ the measuring itself is the benchmark's, not a test's."""
 import pytest
 
 from bench.concurrency_phase import Samples, clients_figures, phase_seconds
-from bench.report import report_print
+from bench.mem0_concurrency import mem0_concurrency_report
+from bench.mem0_side import _runner_phase
+from bench.report import _f, report_print, table
 from bench.run import _only_phases
 
 START = 100.0
@@ -75,3 +77,44 @@ def test_report_prints_the_concurrency_table(capsys: pytest.CaptureFixture[str])
     assert "write p95 < 25" in out
     line = next(line for line in out.splitlines() if line.strip().startswith("2 "))
     assert line.split()[:4] == ["2", "4.0", "10.0", "10.0"]  # clients, searches/s, p50, p95
+
+
+def test_only_takes_mem0_beside_it() -> None:
+    assert _only_phases("concurrency,mem0_concurrency") == ("concurrency", "mem0_concurrency")
+
+
+def test_the_runners_progress_lines_name_the_monitors_phases() -> None:
+    line = "  mem0 | phase mem0_concurrency_16: 16 client(s), 30 s\n"
+    assert _runner_phase(line, concurrency=True) == "mem0_concurrency_16"
+    assert _runner_phase("  mem0 | adding 10 messages\n", concurrency=True) is None
+    assert _runner_phase("  mem0 | adding 10 messages\n", concurrency=False) == "mem0 add"
+
+
+def test_report_prints_mem0_beside_the_first_level(capsys: pytest.CaptureFixture[str]) -> None:
+    mem0_row = {
+        "clients": 16, "seconds": 10.0, "searches_per_second": 56.0, "writes_per_second": 12.8,
+        "search_ms": {"n": 560, "p50": 224.5, "p95": 273.9, "max": 300.0},
+        "write_ms": {"n": 128, "p50": 248.8, "p95": 325.5, "max": 348.9},
+        "errors": 1, "error_examples": ["write: OperationalError: boom"],
+        "foreign_cpu_cores": 0.01,
+    }  # fmt: skip
+    results = {
+        "concurrency": [{"memories": 10_000}],
+        "mem0_concurrency": {
+            "memories": 10_250, "mem0_version": "2.2.1", "maxconn": 16, "torch_threads": 2,
+            "load": {"per_second": 84.3}, "rows": [mem0_row],
+        },
+    }  # fmt: skip
+    mem0_concurrency_report(results, table, _f)
+    out = capsys.readouterr().out
+
+    assert "mem0 2.2.1 beside it" in out
+    assert "10,250 memories added first at 84.3/s" in out
+    line = next(line for line in out.splitlines() if line.strip().startswith("16 "))
+    assert line.split()[:8] == ["16", "56.0", "224.5", "273.9", "12.8", "248.8", "325.5", "348.9"]
+    assert "mem0, 16 clients, error: write: OperationalError: boom" in out
+
+
+def test_report_says_why_mem0_was_not_measured(capsys: pytest.CaptureFixture[str]) -> None:
+    mem0_concurrency_report({"mem0_concurrency": {"error": "RuntimeError: pip failed"}}, table, _f)
+    assert "mem0 beside it: not measured (RuntimeError: pip failed)" in capsys.readouterr().out
