@@ -41,8 +41,8 @@ from memories.services.search.codes import (
     owner_codes_stale,
     query_words,
 )
-from memories.services.search.filters import SearchFilters
-from memories.services.search.neighbours import links_sql, neighbour_ids
+from memories.services.search.filters import SearchFilters, id_array
+from memories.services.search.neighbours import NEAREST_UNLINKED, links_sql, neighbour_ids
 from memories.services.search.vector import VectorSignal, vector_literal, window_sql
 
 # name of the covering index the scan reads (migration 0011_embedding_owner_bits)
@@ -158,9 +158,7 @@ def compact_vector_candidates(
     An owner of ``size`` rows whose codes the process holds (codes.py) has its
     shortlist found here and sent with the query."""
     where, params = filters.sql(project)
-    links, links_params = links_sql(
-        project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
-    )
+    links, links_params = links_sql(project, filters, ids=NEAREST_UNLINKED)
     shortlist = shortlist_size(limit)
     key = (int(space.pk), int(project.pk), filters.end_user_id)
     codes = owner_codes_get(key, size) if codes_apply(size) else None
@@ -176,8 +174,8 @@ def compact_vector_candidates(
             sql,
             {
                 **params, **links_params, **cached, "query_vector": vector_literal(query),
-                "shortlist": shortlist, "limit": limit, "link_known": list(link_known or []),
-                "with_links": link_known is not None, "distance_ids": list(distance_ids),
+                "shortlist": shortlist, "limit": limit, "link_known": id_array(link_known or []),
+                "with_links": link_known is not None, "distance_ids": id_array(distance_ids),
             },
         )  # fmt: skip
         signal, scanned, delta = _signal_read(cursor.fetchall())

@@ -20,6 +20,8 @@ from typing import Any
 
 from django.db import connection
 
+from memories.services.search.filters import id_array
+
 
 def turn_lengths_get(ids: list[Any]) -> dict[Any, int]:
     """Each memory's content size in bytes, by id (when the ranking reads no other
@@ -28,8 +30,8 @@ def turn_lengths_get(ids: list[Any]) -> dict[Any, int]:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, octet_length(content) FROM memories_memory WHERE id = ANY(%s)",
-            [list(ids)],
+            "SELECT id, octet_length(content) FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            [id_array(ids)],
         )
         return dict(cursor.fetchall())
 

@@ -14,7 +14,7 @@ it over the filtered set is cheap, and it is not bounded like a tsvector's posit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -240,6 +240,12 @@ def _matching_sql(
     budget); with ``common_branches``, the first rows holding every word and (with
     ``rarest_common``) the first holding the rarest common word."""
     where, params = filters.sql(project)
+    owner = _owner_tsquery(filters)
+    if owner:
+        # the owner token says whose rows they are; the end_user_id clause as well made
+        # the planner AND the words' bitmap with the user's whole index (3 of a 10 ms
+        # statement at a user of 100,000)
+        where, _ = replace(filters, end_user_id=None, shared=False).sql(project)
     branches: list[tuple[str, int]] = []
     if plan.selective:
         branches.append((_tsquery(plan.selective, "|"), plan.budget))
@@ -247,7 +253,6 @@ def _matching_sql(
         branches.append((_tsquery(list(plan.estimates), "&"), plan.limit))
         if rarest_common or not plan.selective:
             branches.append((_tsquery(plan.common[:1], "|"), plan.limit))
-    owner = _owner_tsquery(filters)
     sql = []
     for number, (tsquery, rows) in enumerate(branches):
         branch = f"branch{number}"

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import connection
 
 from memories.models import Memory
+from memories.services.search.filters import id_array
 from memories.services.search.ranking import Ranked, RankingFacts
 
 # rows deleted since the candidate queries leave a gap the spares fill
@@ -34,8 +35,8 @@ def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, RankingFacts]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, created_at, importance_score, octet_length(content)"
-            " FROM memories_memory WHERE id = ANY(%s)",
-            [list(memory_ids)],
+            " FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            [id_array(memory_ids)],
         )
         return {memory_id: RankingFacts(*facts) for memory_id, *facts in cursor.fetchall()}
 

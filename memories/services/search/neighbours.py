@@ -12,11 +12,14 @@ from typing import Any
 from django.db import connection
 
 from memories.models import Memory, Project
-from memories.services.search.filters import SearchFilters
+from memories.services.search.filters import SearchFilters, id_array
+
+# links_sql's clause for the rows of a ``nearest`` CTE whose links are not known yet
+NEAREST_UNLINKED = "c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s::uuid[]))"
 
 
 def links_sql(
-    project: Project, filters: SearchFilters, ids: str = "c.id = ANY(%(link_ids)s)"
+    project: Project, filters: SearchFilters, ids: str = "c.id = ANY(%(link_ids)s::uuid[])"
 ) -> tuple[str, dict[str, Any]]:
     """SELECT (id, previous id, next id) for the messages chosen by the ``ids`` clause
     (whose parameters the caller adds), and the filters' parameters."""
@@ -50,7 +53,7 @@ def message_neighbours(
         return {}
     sql, params = links_sql(project, filters)
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**params, "link_ids": list(ids)})
+        cursor.execute(sql, {**params, "link_ids": id_array(ids)})
         return {
             memory_id: neighbour_ids(previous, following)
             for memory_id, previous, following in cursor.fetchall()

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
-from memories.services.search.filters import SearchFilters
-from memories.services.search.neighbours import links_sql, neighbour_ids
+from memories.services.search.filters import SearchFilters, id_array
+from memories.services.search.neighbours import NEAREST_UNLINKED, links_sql, neighbour_ids
 from memories.services.vector_index import hnsw_ef_search
 
 
@@ -302,8 +302,8 @@ def neighbours_and_distances(
             """,
             {
                 **params,
-                "link_ids": list(link_ids),
-                "distance_ids": list(distance_ids),
+                "link_ids": id_array(link_ids),
+                "distance_ids": id_array(distance_ids),
                 "query_vector": vector_literal(query),
             },
         )
@@ -362,9 +362,7 @@ def exact_vector_candidates(
     up for the nearest rows not in ``link_known``; ``None``: no links.
     """
     where, params = filters.sql(project)
-    links, links_params = links_sql(
-        project, filters, ids="c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s))"
-    )
+    links, links_params = links_sql(project, filters, ids=NEAREST_UNLINKED)
     with connection.cursor() as cursor:
         cursor.execute(
             EXACT_SQL.format(
@@ -372,8 +370,8 @@ def exact_vector_candidates(
             ),
             {
                 **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
-                "link_known": list(link_known or []), "with_links": link_known is not None,
-                "distance_ids": list(distance_ids),
+                "link_known": id_array(link_known or []), "with_links": link_known is not None,
+                "distance_ids": id_array(distance_ids),
             },
         )  # fmt: skip
         signal = VectorSignal([], {}, {})
