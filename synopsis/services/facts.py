@@ -122,9 +122,13 @@ def _message_consolidate(
 ) -> list[Memory]:
     config = project_settings_get(project=message.project).facts
     with transaction.atomic():
-        # one consolidation per user at a time: two workers never race on the same facts
+        # one consolidation per user at a time: two workers never race on the same facts.
+        # FOR NO KEY UPDATE, not FOR UPDATE: a write of the user's memories takes FOR KEY
+        # SHARE on the user's row (the foreign key's check), which FOR UPDATE blocks; a
+        # worker paused or slow inside this transaction held every write of the user up
+        # (a full make bench lost its batch writes to one)
         assert message.end_user_id is not None  # _skip_reason
-        EndUser.objects.select_for_update().filter(id=message.end_user_id).first()
+        EndUser.objects.select_for_update(no_key=True).filter(id=message.end_user_id).first()
         if FactExtraction.objects.filter(message=message).exists():
             return []  # another worker mined it meanwhile
         held = _HeldFacts.load(message, vectors is not None)
