@@ -426,6 +426,10 @@ RETRIEVAL: dict[str, Any] = {
     "BITS_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_BITS_SHORTLIST_PER_RESULT", 20),
     "BITS_SHORTLIST_MIN": env_int("RETRIEVAL_BITS_SHORTLIST_MIN", 400),
     "BITS_SHORTLIST_MAX": env_int("RETRIEVAL_BITS_SHORTLIST_MAX", 1_200),
+    # the same from the codes a web process keeps (below), ranked by the asymmetric score
+    "CODES_SHORTLIST_PER_RESULT": env_int("RETRIEVAL_CODES_SHORTLIST_PER_RESULT", 8),
+    "CODES_SHORTLIST_MIN": env_int("RETRIEVAL_CODES_SHORTLIST_MIN", 200),
+    "CODES_SHORTLIST_MAX": env_int("RETRIEVAL_CODES_SHORTLIST_MAX", 600),
     # a user of at least CODES_MIN_ROWS rows has the binary codes of their windows kept
     # in the web process, reloaded after CODES_SECONDS; at most CODES_MAX_WINDOWS
     # windows per process, ~64 bytes each (0: off; memories.services.search.codes)

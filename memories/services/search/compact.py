@@ -39,7 +39,6 @@ from memories.services.search.codes import (
     codes_apply,
     owner_codes_get,
     owner_codes_stale,
-    query_words,
 )
 from memories.services.search.filters import SearchFilters, id_array
 from memories.services.search.neighbours import NEAREST_UNLINKED, links_sql, neighbour_ids
@@ -61,19 +60,21 @@ def compact_scan_applies(filters: SearchFilters, size: int) -> bool:
     )
 
 
-def shortlist_size(limit: int) -> int:
-    """How many windows, nearest by Hamming distance, are re-ranked by float vectors:
-    BITS_SHORTLIST_PER_RESULT per result asked for, at least BITS_SHORTLIST_MIN and at
-    most BITS_SHORTLIST_MAX: a context's search asks for up to 320 candidates, whose
+def shortlist_size(limit: int, *, cached: bool = False) -> int:
+    """How many windows are re-ranked by float vectors: BITS_SHORTLIST_PER_RESULT per
+    result asked for, at least BITS_SHORTLIST_MIN and at most BITS_SHORTLIST_MAX, the
+    nearest by Hamming distance: a context's search asks for up to 320 candidates, whose
     tail the fused ranking hardly uses, and each shortlisted window costs an index
     probe. At a user of 100,000 windows and 168 candidates asked for, against the float
     exact scan: 1,200 windows kept recall@40 0.990 (recall@168 0.939) in 26.7 ms, 2,000
-    windows 0.996 (0.976) in 32.4 ms (BENCHMARKS.md)."""
+    windows 0.996 (0.976) in 32.4 ms (BENCHMARKS.md). From the process's codes
+    (``cached``), ranked by the asymmetric score, CODES_SHORTLIST_* instead: 8 per
+    result, 200 to 600, found more of the float scan's nearest than 20 per result, 400
+    to 1,200, by Hamming distance (codes.py)."""
     retrieval = settings.RETRIEVAL
-    wanted = limit * int(retrieval["BITS_SHORTLIST_PER_RESULT"])
-    return max(
-        int(retrieval["BITS_SHORTLIST_MIN"]), min(wanted, int(retrieval["BITS_SHORTLIST_MAX"]))
-    )
+    prefix = "CODES_SHORTLIST" if cached else "BITS_SHORTLIST"
+    wanted = limit * int(retrieval[f"{prefix}_PER_RESULT"])
+    return max(int(retrieval[f"{prefix}_MIN"]), min(wanted, int(retrieval[f"{prefix}_MAX"])))
 
 
 # the shortlist found by the database: the owner's nearest windows by Hamming distance
@@ -165,7 +166,8 @@ def compact_vector_candidates(
     sql = _compact_sql(
         space, filters, where=where, links=links, aggregate=aggregate, cached=codes is not None
     )
-    cached, read = _codes_shortlist(codes, query, shortlist) if codes is not None else ({}, 0)
+    codes_shortlist = shortlist_size(limit, cached=True)
+    cached, read = _codes_shortlist(codes, query, codes_shortlist) if codes is not None else ({}, 0)
     with transaction.atomic(), connection.cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
@@ -181,7 +183,8 @@ def compact_vector_candidates(
         signal, scanned, delta = _signal_read(cursor.fetchall())
     if delta >= DELTA_RELOAD_ROWS:
         owner_codes_stale(key)  # too many rows read again since the codes' load
-    if len(signal.nearest) < limit and max(read, scanned) >= shortlist:
+    full = scanned >= shortlist or (codes is not None and read >= codes_shortlist)
+    if len(signal.nearest) < limit and full:
         return None  # the filters dropped too much of the shortlist: scan exactly
     return signal
 
@@ -232,7 +235,7 @@ def _codes_shortlist(
 ) -> tuple[dict[str, Any], int]:
     """The CACHED query's parameters for the ``shortlist`` windows nearest in the
     process's codes, and how many windows they are."""
-    nearest = codes.nearest(query_words(query), shortlist)
+    nearest = codes.nearest(query, shortlist)
     # one array literal: psycopg adapting 1,200 UUIDs one by one took longer than the scan
     ids = "{" + ",".join(memory_id.hex() for memory_id in nearest) + "}"
     # the ids are distinct memories; the windows were min(shortlist, all)

@@ -12,6 +12,7 @@ from memories.services.search import SearchFilters, memory_search
 from memories.services.search import compact as compact_module
 from memories.services.search.codes import (
     ADMIT_SEARCHES,
+    HAMMING_PREFILTER,
     _owners,
     codes_apply,
     codes_loads_wait,
@@ -105,9 +106,24 @@ def test_the_codes_give_each_window_pgvector_s_hamming_distance(owner, settings)
     got = dict(zip(codes.ids.tolist(), codes.distances(query_words(query)).tolist(), strict=True))
     assert len(got) == 30
     assert got == expected
-    # the shortlist is the nearest windows: the same distances as the database's LIMIT
-    nearest = codes.nearest(query_words(query), 8)
-    assert sorted(got[memory_id] for memory_id in nearest) == sorted(expected.values())[:8]
+    # the shortlist: the windows with the highest sum of the query's values where their
+    # bit is 1, among the HAMMING_PREFILTER x its length nearest by Hamming distance
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT memory_id, bits::text FROM memories_embedding_bits WHERE end_user_id = %s",
+            [alice.pk],
+        )
+        score = {
+            memory_id.bytes: sum(float(v) for v, bit in zip(query, bits, strict=True) if bit == "1")
+            for memory_id, bits in cursor.fetchall()
+        }
+    best = sorted(score, key=score.__getitem__, reverse=True)
+    assert set(codes.nearest(query, 8)) == set(best[:8])  # 64 >= 30: every window scored
+    prefiltered = sorted(expected.values())[2 * HAMMING_PREFILTER - 1]
+    two = codes.nearest(query, 2)
+    assert all(expected[memory_id] <= prefiltered for memory_id in two)
+    assert all(score[memory_id] >= score[other] for memory_id in two for other in expected
+               if expected[other] < prefiltered and other not in two)  # fmt: skip
 
 
 def test_a_search_ranks_the_same_from_the_codes_as_from_the_database(owner, settings):

@@ -190,3 +190,9 @@ def test_the_shortlist_grows_with_the_results_asked_within_its_bounds(settings):
     assert shortlist_size(10) == 400  # the floor
     assert shortlist_size(40) == 800  # an auto search's candidates, 20 windows each
     assert shortlist_size(800) == 2_000  # a context's deep search: capped
+    # from a web process's codes, ranked by the asymmetric score: its own bounds
+    _retrieval(settings, CODES_SHORTLIST_PER_RESULT=8, CODES_SHORTLIST_MIN=200)
+    _retrieval(settings, CODES_SHORTLIST_MAX=600)
+    assert shortlist_size(10, cached=True) == 200
+    assert shortlist_size(40, cached=True) == 320
+    assert shortlist_size(800, cached=True) == 600
