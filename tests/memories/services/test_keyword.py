@@ -196,6 +196,27 @@ def test_a_large_sets_size_is_estimated_once_a_small_sets_counted_each_time(owne
     assert size_and_statements(bob) == (3, 1)
 
 
+def test_a_large_sets_mean_length_is_read_once_then_kept(owner, settings):
+    settings.RETRIEVAL = {**settings.RETRIEVAL, "KEYWORD_MAX_MATCHES": 5}
+    alice = remember(owner.project, "alice", *[f"the weather on day {n}" for n in range(12)])
+    bob = remember(owner.project, "bob", "weather at sea", "calm weather today")
+
+    def scores_and_mean_read(user):
+        filters = SearchFilters(end_user_id=user.pk)
+        size = collection_size_get(project=owner.project, filters=filters)
+        with CaptureQueriesContext(connection) as queries:
+            found = keyword_candidates(
+                project=owner.project, text="weather", filters=filters, limit=20,
+                collection_size=size, policy=SearchSettings(),
+            )  # fmt: skip
+        return found, any(") filtered" in query["sql"] for query in queries.captured_queries)
+
+    first, read = scores_and_mean_read(alice)
+    assert read and len(first) > 5
+    assert scores_and_mean_read(alice) == (first, False)  # the same scores, the mean kept
+    assert scores_and_mean_read(bob)[1] and scores_and_mean_read(bob)[1]  # small: exact
+
+
 @pytest.mark.django_db(transaction=True)  # as a search runs: not inside a transaction
 def test_the_lexeme_statistics_are_read_once_per_analyze(owner):
     # (a transaction sees the table's statistics counters as at its first read of them)
