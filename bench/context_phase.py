@@ -7,8 +7,8 @@ history, working notes, retrieval, ranking, token counting, rendering, accountin
 bench/bulk.py spreads memories evenly over the bench's 100 users, so at 1,000,000
 memories the largest user holds about 10,000. The target is a user with 100,000 in a
 project of 1,000,000, so at the end of the run (nothing is measured after it) the
-largest user is given active messages of other users (one UPDATE of end_user_id, then
-VACUUM ANALYZE) until it holds CONCENTRATED_SHARE of the project's active memories, and
+largest user is given other users' rooms, whole (one UPDATE of end_user_id, then VACUUM
+ANALYZE), until it holds CONCENTRATED_SHARE of the project's active memories, and
 the context is measured again for it. Figures go to ``results["context"]``, keyed by
 level (the concentrated one by "<level> concentrated")."""
 
@@ -30,8 +30,8 @@ TARGET_USER_MEMORIES = 100_000  # ... in a project of 1,000,000
 CONCENTRATED_SHARE = 0.10  # the target's ratio
 CACHE_HIT_MS = 0.5  # an embed_query this short came from the web process's query cache
 STAGES = (
-    "embed_query", "synopsis", "facts", "history", "working", "retrieval", "ranking",
-    "token_counting", "rendering", "accounting",
+    "embed_query", "embed_wait", "synopsis", "facts", "history", "working", "retrieval",
+    "ranking", "token_counting", "rendering", "accounting",
     # the retrieval's search, step by step (the vector step may run beside the keyword
     # step and the neighbours: they overlap)
     "retrieval.count", "retrieval.keyword", "retrieval.neighbours", "retrieval.vector",
@@ -48,20 +48,30 @@ LARGEST_USER_SQL = f"""
 PROJECT_MEMORIES_SQL = (
     f"SELECT count(*) FROM memories_memory WHERE project_id = {PROJECT_SQL} AND status = 'active'"
 )
-# other users' active messages (ids are random: a random choice), never a `unique` one
-# (its uniqueness is per user)
+# other users' rooms, whole (every row of a room moves, so a room keeps one user, as the
+# rooms the hub's clients make), first by id (bulk.py's rooms: 25 turns each) until
+# enough active messages move; never a room holding a `unique` row (its uniqueness is
+# per user). Moving single messages instead (before 2026-11-24) left the user ~3 turns
+# in each of ~36,000 rooms of 25 shared with another user: each neighbouring-turn
+# lookup then stepped over the other user's turns
 CONCENTRATE_SQL = f"""
     WITH heavy AS (
         SELECT id FROM memories_enduser WHERE project_id = {PROJECT_SQL} AND external_id = %s
-    ), moved AS (
-        SELECT m.id FROM memories_memory m
-        WHERE m.project_id = {PROJECT_SQL} AND m.status = 'active' AND m.kind = 'message'
-          AND NOT m.is_unique AND m.end_user_id IS NOT NULL
-          AND m.end_user_id <> (SELECT id FROM heavy)
-        ORDER BY m.id LIMIT %s
+    ), rooms AS (
+        SELECT m.room_id, count(*) FILTER (WHERE m.status = 'active' AND m.kind = 'message') AS n
+        FROM memories_memory m
+        WHERE m.project_id = {PROJECT_SQL} AND m.room_id IS NOT NULL
+        GROUP BY m.room_id
+        HAVING NOT bool_or(m.is_unique) AND NOT bool_or(m.end_user_id IS NULL)
+           AND NOT bool_or(m.end_user_id = (SELECT id FROM heavy))
+    ), chosen AS (
+        SELECT room_id FROM (
+            SELECT room_id, n, sum(n) OVER (ORDER BY room_id) AS running FROM rooms
+        ) counted WHERE running - n < %s
     )
     UPDATE memories_memory SET end_user_id = (SELECT id FROM heavy)
-    WHERE id IN (SELECT id FROM moved)
+    WHERE project_id = {PROJECT_SQL} AND room_id IN (SELECT room_id FROM chosen)
+    RETURNING status = 'active' AND kind = 'message'
 """
 
 
@@ -105,8 +115,9 @@ def context_phase(bench: Bench, *, key: str | None = None, moved: int | None = N
 
 
 def context_concentrated_phase(bench: Bench) -> None:
-    """At the end of the run: the largest user given other users' active messages until
-    it holds CONCENTRATED_SHARE of the project's, then the context measured for it."""
+    """At the end of the run: the largest user given other users' rooms, whole, until it
+    holds CONCENTRATED_SHARE of the project's active messages, then the context
+    measured for it."""
     bench.wait_embedded("before concentrating")
     project_memories = int(bench.sql(PROJECT_MEMORIES_SQL, PROJECT))
     user, held = largest_user(bench)
@@ -114,7 +125,7 @@ def context_concentrated_phase(bench: Bench) -> None:
     name = "context_concentrate"
     bench.phase(
         name,
-        f"context: {missing:,} active messages of other users given to {user} "
+        f"context: other users' rooms holding {missing:,} active messages given to {user} "
         f"({held:,} -> {held + missing:,} of {project_memories:,}), then VACUUM ANALYZE",
     )
     moved = 0
@@ -130,7 +141,8 @@ def concentrate(bench: Bench, user: str, missing: int, attempts: int = 3) -> int
     read, in its own order (a full run at a220ed2 lost its last phase to one)."""
     for attempt in range(1, attempts + 1):
         try:
-            return bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing)).rowcount
+            rows = bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing, PROJECT))
+            return sum(1 for (active_message,) in rows.fetchall() if active_message)
         except psycopg.errors.DeadlockDetected:
             if attempt == attempts:
                 raise

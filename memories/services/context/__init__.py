@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from memories.config import BufferSettings
-from memories.models import EndUser, Room
+from memories.models import EmbeddingSpace, EndUser, Room
 from memories.services.access import accesses_record
 from memories.services.configuration import project_settings_get, room_settings_get
 from memories.services.context.fitting import (
@@ -38,13 +38,14 @@ from memories.services.context.query import query_from_messages
 from memories.services.context.sources import (
     Candidate,
     fact_candidates,
+    fact_rows,
     history_candidates,
     relevance_floor,
     retrieved_candidates,
     synopsis_candidates,
     working_candidates,
 )
-from memories.services.search.query_embedding import query_embedding_start
+from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 
 logger = logging.getLogger(__name__)
 
@@ -96,15 +97,14 @@ def context_build(
     if query is None and messages:
         query = query_from_messages(messages) or None
     notes: list[str] = []
-    with _timed(timings, "embed_query"):
-        query_vector, space_id = _query_vector(query, notes)
+    # embedded on its thread while the synopsis and the facts are read
+    started = _query_embedding_start(query, notes)
     budgets = budgets_split(
         max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
         shares=shares,
     )  # fmt: skip
     candidates, retrieved = _candidates_gather(
-        end_user=end_user, room=room, query=query, query_vector=query_vector,
-        space_id=space_id, weights=(
+        end_user=end_user, room=room, query=query, started=started, weights=(
             settings.similarity_weight if similarity_weight is None else similarity_weight,
             settings.confidence_weight if confidence_weight is None else confidence_weight,
         ),
@@ -138,8 +138,7 @@ def _candidates_gather(
     end_user: EndUser,
     room: Room | None,
     query: str | None,
-    query_vector: np.ndarray | None,
-    space_id: int | None,
+    started: QueryEmbedding | None,
     weights: tuple[float, float],
     buffer: BufferSettings,
     budgets: dict[str, int],
@@ -148,13 +147,17 @@ def _candidates_gather(
     notes: list[str],
 ) -> tuple[list[Candidate], list[Candidate]]:
     """Every section's candidates, each source timed; and the retrieved ones apart,
-    searched last: as many as the room the other sections leave can hold."""
+    searched last: as many as the room the other sections leave can hold. The query's
+    vector (``started``) is waited for once the synopsis and the facts are read."""
     candidates: list[Candidate] = []
     with _timed(timings, "synopsis"):
         candidates += synopsis_candidates(end_user=end_user)
     with _timed(timings, "facts"):
+        facts = fact_rows(end_user=end_user)
+    query_vector, space = _query_vector(started, notes, timings)
+    with _timed(timings, "facts"):
         candidates += fact_candidates(
-            end_user=end_user, query_vector=query_vector, space_id=space_id,
+            facts, query_vector=query_vector, space_id=space.pk if space is not None else None,
             similarity_weight=weights[0], confidence_weight=weights[1],
         )  # fmt: skip
     with _timed(timings, "history"):
@@ -167,7 +170,7 @@ def _candidates_gather(
         # the retrieved section's budget once the others have taken what they can
         room_left = sections_fill(candidates, budgets, encoding)[-1].budget
         retrieval = retrieved_candidates(
-            end_user=end_user, query=query, query_vector=query_vector,
+            end_user=end_user, query=query, query_vector=query_vector, space=space,
             room=room_left, encoding=encoding,
             # the turns the search may find again (facts are other kinds)
             taken=sum(c.section in ("history", "working") for c in candidates),
@@ -197,24 +200,42 @@ def _relevant_facts(
     return kept, below
 
 
-def _query_vector(query: str | None, notes: list[str]) -> tuple[np.ndarray | None, int | None]:
-    """The query's vector and its space; (None, None) without a query or a model."""
+def _query_embedding_start(query: str | None, notes: list[str]) -> QueryEmbedding | None:
+    """The query's vector, started on its thread; None without a query or a model."""
     if not query:
+        return None
+    try:
+        return query_embedding_start(query, None)
+    except Exception as error:  # the model is unavailable: keyword search and recency
+        _model_unavailable(error, notes)
+        return None
+
+
+def _query_vector(
+    started: QueryEmbedding | None, notes: list[str], timings: dict[str, float]
+) -> tuple[np.ndarray | None, EmbeddingSpace | None]:
+    """The query's vector (normalized) and its space once embedded (``embed_query``: its
+    embedding's time, ``embed_wait``: the context's wait for it); (None, None) without
+    a query or a model."""
+    if started is None:
         return None, None
     try:
-        started = query_embedding_start(query, None)
-        assert started is not None
-        vector = np.asarray(started.wait({}), dtype=np.float32)
-        norm = float(np.linalg.norm(vector))
-        return (vector / norm if norm else vector), started.space.pk
-    except Exception as error:  # the model is unavailable: keyword search and recency
-        logger.warning("context: query embedding failed: %s", error)
-        notes.append(f"embedding model unavailable ({error}): keyword search and recency only")
+        vector = np.asarray(started.wait(timings), dtype=np.float32)
+    except Exception as error:
+        _model_unavailable(error, notes)
         return None, None
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm else vector), started.space
+
+
+def _model_unavailable(error: Exception, notes: list[str]) -> None:
+    logger.warning("context: query embedding failed: %s", error)
+    notes.append(f"embedding model unavailable ({error}): keyword search and recency only")
 
 
 @contextmanager
 def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    """The step's milliseconds, added to what an earlier part of it took."""
     start = time.perf_counter()
     yield
-    timings[step] = round((time.perf_counter() - start) * 1000, 2)
+    timings[step] = round(timings.get(step, 0.0) + (time.perf_counter() - start) * 1000, 2)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from memories.config import BufferSettings
-from memories.models import EndUser, Memory, Room
+from memories.models import EmbeddingSpace, EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
 from memories.services.embedding import memory_vectors
 from memories.services.search import SearchFilters, SearchResult, memory_search
@@ -107,18 +107,9 @@ def citation(memory: Memory) -> str:
 # ---- facts ------------------------------------------------------------------------------
 
 
-def fact_candidates(
-    *,
-    end_user: EndUser,
-    query_vector: np.ndarray | None,
-    space_id: int | None,
-    similarity_weight: float,
-    confidence_weight: float,
-) -> list[Candidate]:
-    """The user's active facts, relationships and goals ranked by similarity_weight x
-    similarity + confidence_weight x confidence (deer-flow); by confidence alone when
-    there is no query vector."""
-    facts = list(
+def fact_rows(*, end_user: EndUser) -> list[Memory]:
+    """The user's active facts, relationships and goals."""
+    return list(
         Memory.objects.filter(
             project_id=end_user.project_id,
             end_user=end_user,
@@ -126,9 +117,22 @@ def fact_candidates(
             status=Memory.Status.ACTIVE,
         ).only("id", "public_id", "kind", "content", "content_json", "confidence", "created_at")
     )
+
+
+def fact_candidates(
+    facts: list[Memory],
+    *,
+    query_vector: np.ndarray | None,
+    space_id: int | None,
+    similarity_weight: float,
+    confidence_weight: float,
+) -> list[Candidate]:
+    """The user's ``facts`` (``fact_rows``) ranked by similarity_weight x similarity +
+    confidence_weight x confidence (deer-flow); by confidence alone when there is no
+    query vector."""
     vectors = (
         memory_vectors(memory_ids=[f.pk for f in facts], space_id=space_id)
-        if query_vector is not None and space_id is not None
+        if query_vector is not None and space_id is not None and facts
         else {}
     )
     candidates = []
@@ -239,6 +243,7 @@ def retrieved_candidates(
     end_user: EndUser,
     query: str | None,
     query_vector: np.ndarray | None,
+    space: EmbeddingSpace | None,
     room: int,
     taken: int,
     encoding: str,
@@ -259,14 +264,14 @@ def retrieved_candidates(
     mode = None if query_vector is not None else "keyword"
     k = retrieved_k(end_user=end_user, room=room, taken=taken)
     result = memory_search(
-        project=end_user.project, query=query, embedding=embedding, mode=mode,
+        project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
         filters=filters, k=k,
     )  # fmt: skip
     lines = [turn_text(hit.memory) for hit in result.hits]
     if len(lines) == k < RETRIEVED_K_MAX and _tokens(lines, encoding) < room:
         # shorter than guessed and more to find: once more with as many as allowed
         result = memory_search(
-            project=end_user.project, query=query, embedding=embedding, mode=mode,
+            project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
             filters=filters, k=RETRIEVED_K_MAX,
         )  # fmt: skip
     candidates = _retrieved(result, "search")
@@ -276,7 +281,7 @@ def retrieved_candidates(
         # the project's documents (no user's own) are searched apart, then the two
         # rankings interleaved by reciprocal rank: their scores are not on one scale
         shared = memory_search(
-            project=end_user.project, query=query, embedding=embedding, mode=mode,
+            project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
             filters=SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE]),
             k=max(RETRIEVED_K_MIN, k // 2),
         )  # fmt: skip

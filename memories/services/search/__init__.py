@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from memories.config import SearchSettings
-from memories.models import Project
+from memories.models import EmbeddingSpace, Project
 from memories.services.configuration import project_settings_get
 from memories.services.search.filters import SearchFilters
 from memories.services.search.keyword import keyword_candidates
@@ -65,14 +65,16 @@ def memory_search(
     project: Project,
     query: str | None = None,
     embedding: list[float] | None = None,
+    space: EmbeddingSpace | None = None,
     mode: str | None = None,
     filters: SearchFilters | None = None,
     k: int = 10,
     threshold: float | None = None,
     explain: bool = False,
 ) -> SearchResult:
-    """The k best memories of the project for a query text and/or a raw query vector,
-    in ``mode`` (None: the project's default mode).
+    """The k best memories of the project for a query text and/or a raw query vector
+    (of ``space`` when the caller has it; default: the configured model's), in ``mode``
+    (None: the project's default mode).
 
     ``similarity`` is the cosine similarity to the query vector clipped to 0..1;
     ``threshold`` drops memories less similar than that (memories not embedded yet,
@@ -87,7 +89,7 @@ def memory_search(
     pool = CandidatePool()
     # started first, so the query is embedded while PostgreSQL runs the queries up to
     # the vector candidates
-    started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding)
+    started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding, space)
     with _timed(timings, "count"):  # BM25 and the choice of an exact vector scan need it
         size = collection_size_get(project=project, filters=filters)
     lane = None

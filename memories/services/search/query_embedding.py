@@ -37,17 +37,17 @@ class QueryEmbedding:
 
 
 def query_embedding_start(
-    query: str | None, embedding: list[float] | None
+    query: str | None, embedding: list[float] | None, space: EmbeddingSpace | None = None
 ) -> QueryEmbedding | None:
-    """The query's vector (``embedding`` as given, else ``query`` embedded), started;
-    None when there is neither."""
+    """The query's vector (``embedding`` as given, in ``space`` when the caller knows it,
+    else ``query`` embedded), started; None when there is neither."""
     if embedding is None and not query:
         return None
     provider = get_provider()
     if embedding is not None:
         given: Future[np.ndarray] = Future()
         given.set_result(np.asarray(embedding, dtype=np.float32))
-        return QueryEmbedding(space=embedding_space_get(provider=provider), pending=given)
+        return QueryEmbedding(space=space or embedding_space_get(provider=provider), pending=given)
     submitted = time.perf_counter()
     pending = query_cache.submit(provider, query or "")
     embedded: list[float] = []
