@@ -525,7 +525,8 @@ def _context_note(entry: dict[str, Any]) -> str:
     if entry.get("concentrated"):
         who = (
             f"{where} (concentrated, at the end of the run): {entry['user']} given "
-            f"{entry['moved']:,} active messages of other users, holds {entry['user_memories']:,}"
+            f"other users' rooms holding {entry['moved']:,} active messages, holds "
+            f"{entry['user_memories']:,}"
             f" ({_percent(share)})"
         )
     else:

@@ -133,7 +133,7 @@ def test_report_prints_the_context_table(capsys: pytest.CaptureFixture[str]) -> 
     assert "target p95 < 60.0 ms" in out
     assert "1,000,000 (concentrated)" in out
     assert "at 1,000,000: user-007 holds the most, 10,000 (1%); no user reaches 100,000" in out
-    assert "given 90,000 active messages of other users, holds 100,000 (10%)" in out
+    assert "given other users' rooms holding 90,000 active messages, holds 100,000 (10%)" in out
     assert (
         "at 100,000: user-007 holds the most, 1,000 (1%)\n    first call 900.0 ms "
         "(token_counting 800.0, accounting 60.0, one-off loads and the whole history's tokens); "

@@ -114,7 +114,9 @@ def memory_search(
                 linked=pool.linked if mode == SearchMode.AUTO else None,
                 aggregate=policy.window_aggregate, timings=timings,
             )  # fmt: skip
-            pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
+            pool.add_vector(
+                signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
+            )
     with _timed(timings, "rank"):
         wanted = ranking_facts_wanted(policy=policy, explain=explain)
         facts = ranking_facts_get(pool.ids()) if wanted else {}
@@ -147,7 +149,7 @@ def _keyword_signal(
         ))  # fmt: skip
     if mode == SearchMode.AUTO and pool.candidates:
         with _timed(timings, "neighbours"):
-            pool.link(message_neighbours(project=project, filters=filters, ids=pool.ids()))
+            pool.link(*message_neighbours(project=project, filters=filters, ids=pool.ids()))
 
 
 def _lane_join(
@@ -163,14 +165,16 @@ def _lane_join(
     """The lane's vector candidates into the pool, then the cosine distances of the
     keyword candidates (and their neighbours) it did not find, in one statement."""
     signal, timings["vector"] = lane.result()
-    pool.add_vector(signal.nearest, links=signal.links, distances=signal.distances)
+    pool.add_vector(
+        signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
+    )
     if unscored := pool.unscored():
         with _timed(timings, "distances"):
-            _, distances = neighbours_and_distances(
+            around = neighbours_and_distances(
                 project=project, filters=filters, space=started.space,
                 query=started.wait({}), link_ids=[], distance_ids=unscored, aggregate=aggregate,
             )  # fmt: skip
-        pool.add_vector([], links={}, distances=distances)
+        pool.add_vector([], links={}, distances=around.distances)
 
 
 def _vector_signal(

@@ -41,7 +41,13 @@ from memories.services.search.codes import (
     owner_codes_stale,
 )
 from memories.services.search.filters import SearchFilters, id_array
-from memories.services.search.neighbours import NEAREST_UNLINKED, links_sql, neighbour_ids
+from memories.services.search.neighbours import (
+    LINK_SIZES,
+    NEAREST_UNLINKED,
+    NO_LINK_SIZES,
+    link_read,
+    links_sql,
+)
 from memories.services.search.vector import VectorSignal, vector_literal, window_sql
 
 # name of the covering index the scan reads (migration 0011_embedding_owner_bits)
@@ -122,16 +128,16 @@ wanted AS (
     SELECT unnest(%(distance_ids)s::uuid[]) AS id
     UNION SELECT previous FROM links UNION SELECT following FROM links
 )
-SELECT 0, id, distance, NULL::uuid, NULL::uuid FROM nearest
-UNION ALL SELECT 1, id, NULL, previous, following FROM links
+SELECT 0, id, distance, NULL::uuid, NULL::uuid, {no_sizes} FROM nearest
+UNION ALL SELECT 1, id, NULL, previous, following, {sizes} FROM links
 UNION ALL
-SELECT 2, e.memory_id, {aggregate}(e.vector <=> %(query_vector)s::vector), NULL, NULL
+SELECT 2, e.memory_id, {aggregate}(e.vector <=> %(query_vector)s::vector), NULL, NULL, {no_sizes}
 FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
 WHERE e.space_id = {space_id}
 GROUP BY e.memory_id
-UNION ALL SELECT 3, NULL, (SELECT count(*) FROM windows), NULL, NULL
+UNION ALL SELECT 3, NULL, (SELECT count(*) FROM windows), NULL, NULL, {no_sizes}
 """
-DELTA_COUNT = "UNION ALL SELECT 4, NULL, (SELECT count(*) FROM delta), NULL, NULL"
+DELTA_COUNT = f"UNION ALL SELECT 4, NULL, (SELECT count(*) FROM delta), NULL, NULL, {NO_LINK_SIZES}"
 
 
 # The filters are checked memory by memory in ``ranked``'s order (a scalar subquery, which
@@ -206,7 +212,7 @@ def _compact_sql(
     template = CACHED + COMPACT_SQL + DELTA_COUNT if cached else SCANNED + COMPACT_SQL
     return template.format(
         space_id=int(space.pk), owner=owner, where=where, links=links,
-        aggregate=window_sql(aggregate),
+        aggregate=window_sql(aggregate), sizes=LINK_SIZES, no_sizes=NO_LINK_SIZES,
     )  # fmt: skip
 
 
@@ -215,11 +221,11 @@ def _signal_read(rows: list[Any]) -> tuple[VectorSignal, int, int]:
     shortlist held and the rows read again since the codes' load (0 without codes)."""
     signal = VectorSignal([], {}, {})
     scanned = delta = 0
-    for part, memory_id, distance, previous, following in rows:
+    for part, memory_id, distance, *link in rows:
         if part == 0:
             signal.nearest.append((memory_id, float(distance)))
         elif part == 1:
-            signal.links[memory_id] = neighbour_ids(previous, following)
+            link_read(signal.links, signal.sizes, [memory_id, *link])
         elif part == 2:
             signal.distances[memory_id] = float(distance)
         elif part == 3:

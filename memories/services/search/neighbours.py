@@ -16,22 +16,30 @@ from memories.services.search.filters import SearchFilters, id_array
 
 # links_sql's clause for the rows of a ``nearest`` CTE whose links are not known yet
 NEAREST_UNLINKED = "c.id IN (SELECT id FROM nearest WHERE NOT id = ANY(%(link_known)s::uuid[]))"
+# links_sql's size columns, and as many NULLs for the other rows of a UNION beside them
+LINK_SIZES = "bytes, previous_bytes, following_bytes"
+NO_LINK_SIZES = "NULL::int, NULL::int, NULL::int"
 
 
 def links_sql(
     project: Project, filters: SearchFilters, ids: str = "c.id = ANY(%(link_ids)s::uuid[])"
 ) -> tuple[str, dict[str, Any]]:
-    """SELECT (id, previous id, next id) for the messages chosen by the ``ids`` clause
-    (whose parameters the caller adds), and the filters' parameters."""
+    """SELECT (id, previous id, next id, then LINK_SIZES: the three turns' sizes in bytes)
+    for the messages chosen by the ``ids`` clause (whose parameters the caller adds), and
+    the filters' parameters. The sizes are what auto mode's neighbour fusion reads of a
+    linked turn (fusion.py): read here from the rows the lookup reads anyway (the stored
+    value's header), they cost no statement of their own."""
     where, params = filters.sql(project, alias="x")
     neighbour_sql = f"""
-        SELECT x.id FROM memories_memory x
+        SELECT x.id, octet_length(x.content) AS bytes FROM memories_memory x
         WHERE x.project_id = c.project_id AND x.room_id = c.room_id AND x.kind = c.kind
           AND {where} AND (x.created_at, x.id) {{op}} (c.created_at, c.id)
         ORDER BY x.created_at {{order}}, x.id {{order}} LIMIT 1
     """
     sql = f"""
-        SELECT c.id, previous.id AS previous, following.id AS following
+        SELECT c.id, previous.id AS previous, following.id AS following,
+               octet_length(c.content) AS bytes, previous.bytes AS previous_bytes,
+               following.bytes AS following_bytes
         FROM memories_memory c
         LEFT JOIN LATERAL ({neighbour_sql.format(op="<", order="DESC")}) previous ON true
         LEFT JOIN LATERAL ({neighbour_sql.format(op=">", order="ASC")}) following ON true
@@ -44,17 +52,30 @@ def neighbour_ids(previous: Any, following: Any) -> list[Any]:
     return [n for n in (previous, following) if n is not None]
 
 
+def link_read(
+    links: dict[Any, list[Any]], sizes: dict[Any, int], row: tuple[Any, ...] | list[Any]
+) -> None:
+    """One row of links_sql (id, previous, following, the three sizes) into ``links``
+    and ``sizes``."""
+    memory_id, previous, following, *row_sizes = row
+    links[memory_id] = neighbour_ids(previous, following)
+    for turn, size in zip((memory_id, previous, following), row_sizes, strict=True):
+        if turn is not None and size is not None:
+            sizes[turn] = int(size)
+
+
 def message_neighbours(
     *, project: Project, filters: SearchFilters, ids: list[Any]
-) -> dict[Any, list[Any]]:
+) -> tuple[dict[Any, list[Any]], dict[Any, int]]:
     """For each message among ``ids``: the previous and next message of its room that
-    the filters allow."""
+    the filters allow; and the sizes of those turns in bytes."""
+    links: dict[Any, list[Any]] = {}
+    sizes: dict[Any, int] = {}
     if not ids:
-        return {}
+        return links, sizes
     sql, params = links_sql(project, filters)
     with connection.cursor() as cursor:
         cursor.execute(sql, {**params, "link_ids": id_array(ids)})
-        return {
-            memory_id: neighbour_ids(previous, following)
-            for memory_id, previous, following in cursor.fetchall()
-        }
+        for row in cursor.fetchall():
+            link_read(links, sizes, row)
+    return links, sizes

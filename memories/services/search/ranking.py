@@ -49,6 +49,7 @@ class CandidatePool:
     def __init__(self) -> None:
         self.candidates: dict[Any, Candidate] = {}
         self.linked: set[Any] = set()  # messages whose neighbours are known
+        self.sizes: dict[Any, int] = {}  # linked turns' sizes in bytes, as the links came
 
     def add_keyword(self, found: list[tuple[Any, float]]) -> None:
         for rank, (memory_id, score) in enumerate(found, start=1):
@@ -61,18 +62,21 @@ class CandidatePool:
         *,
         links: dict[Any, list[Any]],
         distances: dict[Any, float],
+        sizes: dict[Any, int] | None = None,
     ) -> None:
-        """The nearest memories, then the neighbouring turns and distances that came
-        with them."""
+        """The nearest memories, then the neighbouring turns, their sizes and the
+        distances that came with them."""
         for rank, (memory_id, distance) in enumerate(nearest, start=1):
             candidate = self.candidates.setdefault(memory_id, Candidate(memory_id))
             candidate.vector_rank, candidate.distance = rank, distance
-        self.link(links)
+        self.link(links, sizes)
         for memory_id, distance in distances.items():
             self.candidates[memory_id].distance = distance
 
-    def link(self, links: dict[Any, list[Any]]) -> None:
-        """Record neighbouring turns; a neighbour becomes a candidate itself."""
+    def link(self, links: dict[Any, list[Any]], sizes: dict[Any, int] | None = None) -> None:
+        """Record neighbouring turns (and their sizes); a neighbour becomes a candidate
+        itself."""
+        self.sizes.update(sizes or {})
         for memory_id, neighbours in links.items():
             self.candidates[memory_id].neighbours = neighbours
             self.linked.add(memory_id)
@@ -117,7 +121,7 @@ def candidates_rank(
     adjustment each candidate's creation time and importance, and auto mode the turns'
     sizes (without facts, auto mode reads the sizes alone); a candidate missing from
     it is not adjusted."""
-    parts = _base_scores(pool.candidates, mode, policy, facts)
+    parts = _base_scores(pool, mode, policy, facts)
     now = timezone.now()
     ranked = []
     for memory_id, candidate in pool.candidates.items():
@@ -184,12 +188,13 @@ def _recency(created_at: datetime, now: datetime, half_life_days: float) -> floa
 
 
 def _base_scores(
-    candidates: dict[Any, Candidate],
+    pool: CandidatePool,
     mode: str,
     policy: SearchSettings,
     facts: dict[Any, RankingFacts],
 ) -> dict[Any, dict[str, float]]:
     """Each candidate's score in 0..1 before recency and importance, with its parts."""
+    candidates = pool.candidates
     rrf_k = policy.rrf_k
     max_keyword = max((c.keyword_score or 0.0 for c in candidates.values()), default=0.0) or 1.0
     similarities = {
@@ -218,10 +223,10 @@ def _base_scores(
         linked = [memory_id for memory_id, around in adjacent.items() if around]
         lengths: dict[Any, int] = {}
         if _capped(policy):
-            lengths = (
-                {memory_id: facts[memory_id].bytes for memory_id in linked if memory_id in facts}
-                if facts else turn_lengths_get(linked)
-            )  # fmt: skip
+            known = {memory_id: fact.bytes for memory_id, fact in facts.items()} or pool.sizes
+            lengths = {memory_id: known[memory_id] for memory_id in linked if memory_id in known}
+            # sizes the links did not bring (none, as each lookup reads them)
+            lengths |= turn_lengths_get([m for m in linked if m not in lengths])
         neighbour_fusion(
             adjacent, parts, beta=policy.neighbour_weight, lengths=lengths,
             max_bytes=policy.neighbour_max_bytes,

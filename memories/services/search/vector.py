@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,13 @@ from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.filters import SearchFilters, id_array
-from memories.services.search.neighbours import NEAREST_UNLINKED, links_sql, neighbour_ids
+from memories.services.search.neighbours import (
+    LINK_SIZES,
+    NEAREST_UNLINKED,
+    NO_LINK_SIZES,
+    link_read,
+    links_sql,
+)
 from memories.services.vector_index import hnsw_ef_search
 
 
@@ -28,6 +34,8 @@ class VectorSignal:
     nearest: list[tuple[Any, float]]  # (memory id, cosine distance), nearest first
     links: dict[Any, list[Any]]  # message id -> its neighbouring turns' ids
     distances: dict[Any, float]  # memory id -> cosine distance
+    # the linked turns' and their neighbours' sizes in bytes (neighbours.links_sql)
+    sizes: dict[Any, int] = field(default_factory=dict)
 
 
 def window_sql(aggregate: str) -> str:
@@ -148,11 +156,11 @@ def vector_signal_get(
     unscored = [memory_id for memory_id in distance_ids if memory_id not in found]
     if not (link_ids or unscored):
         return VectorSignal(nearest, {}, {})
-    links, distances = neighbours_and_distances(
+    around = neighbours_and_distances(
         project=project, filters=filters, space=space, query=query,
         link_ids=link_ids, distance_ids=unscored, aggregate=aggregate,
     )  # fmt: skip
-    return VectorSignal(nearest, links, distances)
+    return VectorSignal(nearest, around.links, around.distances, around.sizes)
 
 
 def vector_candidates(
@@ -280,9 +288,10 @@ def neighbours_and_distances(
     link_ids: list[Any],
     distance_ids: list[Any],
     aggregate: str = "mean",
-) -> tuple[dict[Any, list[Any]], dict[Any, float]]:
-    """The neighbouring turns of ``link_ids``, and the cosine distances of
-    ``distance_ids`` and of those neighbours, in one round trip."""
+) -> VectorSignal:
+    """The neighbouring turns of ``link_ids`` (with their sizes), and the cosine
+    distances of ``distance_ids`` and of those neighbours, in one round trip: a
+    VectorSignal without nearest memories."""
     links_select, params = links_sql(project, filters)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -292,10 +301,10 @@ def neighbours_and_distances(
                 SELECT unnest(%(distance_ids)s::uuid[]) AS id
                 UNION SELECT previous FROM links UNION SELECT following FROM links
             )
-            SELECT true, id, previous, following, NULL::float8 FROM links
+            SELECT true, NULL::float8, id, previous, following, {LINK_SIZES} FROM links
             UNION ALL
-            SELECT false, e.memory_id, NULL, NULL,
-                   {window_sql(aggregate)}(e.vector <=> %(query_vector)s::vector)
+            SELECT false, {window_sql(aggregate)}(e.vector <=> %(query_vector)s::vector),
+                   e.memory_id, NULL, NULL, {NO_LINK_SIZES}
             FROM memories_embedding e JOIN wanted w ON w.id = e.memory_id
             WHERE e.space_id = {int(space.pk)}
             GROUP BY e.memory_id
@@ -307,14 +316,13 @@ def neighbours_and_distances(
                 "query_vector": vector_literal(query),
             },
         )
-        links: dict[Any, list[Any]] = {}
-        distances: dict[Any, float] = {}
-        for is_link, memory_id, previous, following, distance in cursor.fetchall():
+        signal = VectorSignal([], {}, {})
+        for is_link, distance, *row in cursor.fetchall():
             if is_link:
-                links[memory_id] = neighbour_ids(previous, following)
+                link_read(signal.links, signal.sizes, row)
             else:
-                distances[memory_id] = float(distance)
-        return links, distances
+                signal.distances[row[0]] = float(distance)
+        return signal
 
 
 EXACT_SQL = """
@@ -333,9 +341,9 @@ wanted AS (
     SELECT unnest(%(distance_ids)s::uuid[]) AS id
     UNION SELECT previous FROM links UNION SELECT following FROM links
 )
-SELECT 0, id, distance, NULL::uuid, NULL::uuid FROM nearest
-UNION ALL SELECT 1, id, NULL, previous, following FROM links
-UNION ALL SELECT 2, s.id, s.distance, NULL, NULL FROM scored s JOIN wanted USING (id)
+SELECT 0, id, distance, NULL::uuid, NULL::uuid, {no_sizes} FROM nearest
+UNION ALL SELECT 1, id, NULL, previous, following, {sizes} FROM links
+UNION ALL SELECT 2, s.id, s.distance, NULL, NULL, {no_sizes} FROM scored s JOIN wanted USING (id)
 """
 
 
@@ -366,7 +374,8 @@ def exact_vector_candidates(
     with connection.cursor() as cursor:
         cursor.execute(
             EXACT_SQL.format(
-                where=where, space_id=int(space.pk), links=links, aggregate=window_sql(aggregate)
+                where=where, space_id=int(space.pk), links=links, aggregate=window_sql(aggregate),
+                sizes=LINK_SIZES, no_sizes=NO_LINK_SIZES,
             ),
             {
                 **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
@@ -375,11 +384,11 @@ def exact_vector_candidates(
             },
         )  # fmt: skip
         signal = VectorSignal([], {}, {})
-        for part, memory_id, distance, previous, following in cursor.fetchall():
+        for part, memory_id, distance, *link in cursor.fetchall():
             if part == 0:
                 signal.nearest.append((memory_id, float(distance)))
             elif part == 1:
-                signal.links[memory_id] = neighbour_ids(previous, following)
+                link_read(signal.links, signal.sizes, [memory_id, *link])
             else:
                 signal.distances[memory_id] = float(distance)
     signal.nearest.sort(key=lambda row: row[1])
