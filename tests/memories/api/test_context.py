@@ -13,6 +13,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memories.api.context import ContextOutputSerializer
 from memories.embeddings import get_provider
 from memories.models import Memory
 from memories.services import context as context_service
@@ -72,6 +73,16 @@ def test_a_context_holds_each_section_and_is_counted_exactly(owner):
     assert {"synopsis", "facts", "history", "retrieval", "ranking"} <= set(timings)
     assert {"retrieval.keyword", "retrieval.vector", "retrieval.rank"} <= set(timings)
     assert sum(timings[f"retrieval.{step}"] for step in ("keyword", "rank")) <= timings["retrieval"]
+
+
+def test_the_response_is_what_its_documented_serializer_renders(owner):
+    turns(owner, ["I adopted a cat named Miso.", "What a lovely name!"])
+    write(owner, {"kind": "fact", "content": "User lives in Porto.", "confidence": 0.9})
+    embed_pending()
+    for explain in (False, True):
+        body = context(owner, room="chat", query="the cat", max_tokens=300, explain=explain)
+        assert ContextOutputSerializer(body).data == body
+        assert any(s["items"] for s in body["sections"])
 
 
 def test_facts_rank_by_similarity_and_confidence_as_computed_by_hand(owner):
