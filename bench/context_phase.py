@@ -68,10 +68,12 @@ CONCENTRATE_SQL = f"""
         SELECT room_id FROM (
             SELECT room_id, n, sum(n) OVER (ORDER BY room_id) AS running FROM rooms
         ) counted WHERE running - n < %s
+    ), moved AS (
+        UPDATE memories_memory SET end_user_id = (SELECT id FROM heavy)
+        WHERE project_id = {PROJECT_SQL} AND room_id IN (SELECT room_id FROM chosen)
+        RETURNING status, kind
     )
-    UPDATE memories_memory SET end_user_id = (SELECT id FROM heavy)
-    WHERE project_id = {PROJECT_SQL} AND room_id IN (SELECT room_id FROM chosen)
-    RETURNING status = 'active' AND kind = 'message'
+    SELECT count(*) FILTER (WHERE status = 'active' AND kind = 'message') FROM moved
 """
 
 
@@ -141,8 +143,8 @@ def concentrate(bench: Bench, user: str, missing: int, attempts: int = 3) -> int
     read, in its own order (a full run at a220ed2 lost its last phase to one)."""
     for attempt in range(1, attempts + 1):
         try:
-            rows = bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing, PROJECT))
-            return sum(1 for (active_message,) in rows.fetchall() if active_message)
+            cursor = bench.db.execute(CONCENTRATE_SQL, (PROJECT, user, PROJECT, missing, PROJECT))
+            return int(cursor.fetchone()[0])
         except psycopg.errors.DeadlockDetected:
             if attempt == attempts:
                 raise

@@ -18,23 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
-from memories.services.search.filters import id_array
-
-
-def turn_lengths_get(ids: list[Any]) -> dict[Any, int]:
-    """Each memory's content size in bytes, by id (when the ranking reads no other
-    facts of the candidates: loading.ranking_facts_get reads the size with them)."""
-    if not ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, octet_length(content) FROM memories_memory WHERE id = ANY(%s::uuid[])",
-            [id_array(ids)],
-        )
-        return dict(cursor.fetchall())
-
 
 def neighbour_fusion(
     adjacent: dict[Any, set[Any]],

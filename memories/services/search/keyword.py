@@ -14,7 +14,6 @@ it over the filtered set is cheap, and it is not bounded like a tsvector's posit
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from django.db import connection
 from memories.config import SearchSettings
 from memories.models import SEARCH_CONFIG, Project, keyword_document_sql, keyword_owner_token
 from memories.services.search.filters import SearchFilters
+from memories.services.search.kept import Kept, set_key
 
 DOCUMENT = keyword_document_sql("m")  # what the GIN index memory_keyword_gin holds
 
@@ -77,11 +77,10 @@ MEAN_LENGTH_SQL = """
 MEAN_LENGTH_GIVEN_SQL = "SELECT %(avgdl)s::float8 AS avgdl"
 # A set larger than KEYWORD_MAX_MATCHES has its mean length kept per process: reading its
 # first rows' sizes was 4 of a 14 ms statement at a user of 100,000, and that mean, of a
-# sample anyway, hardly moves between searches. Keyed by the set's filters and size (a
-# changed size is a new set); at most MEAN_LENGTH_SETS sets, all forgotten when full.
+# sample anyway, hardly moves between searches. Keyed by the set and its size (a changed
+# size is a new set).
 MEAN_LENGTH_SECONDS = 600
-MEAN_LENGTH_SETS = 10_000
-_mean_lengths: dict[tuple[str, str, int], tuple[float, float]] = {}
+_mean_lengths: Kept[float] = Kept(MEAN_LENGTH_SECONDS)
 
 
 def keyword_candidates(
@@ -165,9 +164,9 @@ def _bm25(
     matching, params = _matching_sql(
         project, filters, plan, common_branches=common_branches, rarest_common=rarest_common
     )
-    where, where_params = filters.sql(project)
-    key = (where, repr(sorted(where_params.items())), plan.size)
-    known = _mean_length_known(key) if plan.size > plan.budget else None
+    where, _ = filters.sql(project)
+    key = (set_key(project, filters), plan.size)
+    known = _mean_lengths.get(key) if plan.size > plan.budget else None
     lengths = MEAN_LENGTH_SQL.format(where=where) if known is None else MEAN_LENGTH_GIVEN_SQL
     with connection.cursor() as cursor:
         cursor.execute(
@@ -181,7 +180,7 @@ def _bm25(
         )  # fmt: skip
         rows = cursor.fetchall()
     if rows and known is None and plan.size > plan.budget:
-        _mean_length_keep(key, float(rows[0][3]))
+        _mean_lengths.put(key, float(rows[0][3]))
     return [(memory_id, float(score)) for memory_id, score, *_ in rows], (
         int(rows[0][2]) if rows else 0
     )
@@ -190,19 +189,6 @@ def _bm25(
 def mean_lengths_clear() -> None:
     """Forget the kept mean lengths (tests: the next test's database is another)."""
     _mean_lengths.clear()
-
-
-def _mean_length_known(key: tuple[str, str, int]) -> float | None:
-    kept = _mean_lengths.get(key)
-    if kept is None or time.monotonic() - kept[1] >= MEAN_LENGTH_SECONDS:
-        return None
-    return kept[0]
-
-
-def _mean_length_keep(key: tuple[str, str, int], mean: float) -> None:
-    if len(_mean_lengths) >= MEAN_LENGTH_SETS:
-        _mean_lengths.clear()
-    _mean_lengths[key] = (mean, time.monotonic())
 
 
 def _query_words(text: str) -> list[tuple[str, float | None]]:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.embeddings import cosine_similarity
-from memories.services.search.fusion import neighbour_fusion, turn_lengths_get
+from memories.services.search.fusion import neighbour_fusion
 
 
 class SearchMode:
@@ -119,8 +119,8 @@ def candidates_rank(
     """Every candidate at or above ``threshold`` (cosine similarity; candidates with
     none are kept), best first. ``facts`` (see ``ranking_facts_wanted``) gives the
     adjustment each candidate's creation time and importance, and auto mode the turns'
-    sizes (without facts, auto mode reads the sizes alone); a candidate missing from
-    it is not adjusted."""
+    sizes (without facts, the sizes the links brought); a candidate missing from it is
+    not adjusted."""
     parts = _base_scores(pool, mode, policy, facts)
     now = timezone.now()
     ranked = []
@@ -160,7 +160,7 @@ def adjustment_wanted(policy: SearchSettings) -> bool:
 
 def ranking_facts_wanted(*, policy: SearchSettings, explain: bool) -> bool:
     """Whether the ranking reads the candidates' facts: for the adjustment and for
-    ``explain`` (otherwise auto mode reads the sizes of the linked turns alone)."""
+    ``explain`` (otherwise auto mode has the linked turns' sizes from their links)."""
     return adjustment_wanted(policy) or explain
 
 
@@ -223,10 +223,9 @@ def _base_scores(
         linked = [memory_id for memory_id, around in adjacent.items() if around]
         lengths: dict[Any, int] = {}
         if _capped(policy):
+            # every linked turn's size came with its links (neighbours.links_sql)
             known = {memory_id: fact.bytes for memory_id, fact in facts.items()} or pool.sizes
             lengths = {memory_id: known[memory_id] for memory_id in linked if memory_id in known}
-            # sizes the links did not bring (none, as each lookup reads them)
-            lengths |= turn_lengths_get([m for m in linked if m not in lengths])
         neighbour_fusion(
             adjacent, parts, beta=policy.neighbour_weight, lengths=lengths,
             max_bytes=policy.neighbour_max_bytes,

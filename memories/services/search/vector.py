@@ -8,8 +8,6 @@ several windows, memories.models.Embedding) and its windows' distances aggregate
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +17,7 @@ from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.filters import SearchFilters, id_array
+from memories.services.search.kept import Kept, set_key
 from memories.services.search.neighbours import (
     LINK_SIZES,
     NEAREST_UNLINKED,
@@ -69,15 +68,13 @@ def collection_size_get(*, project: Project, filters: SearchFilters) -> int:
     of 9,000 at 1M memories); a small set is counted every time (its count is BM25's
     exact collection size)."""
     cap = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
-    where, params = filters.sql(project)
-    key = repr((where, sorted(params.items())))
-    now = time.monotonic()
-    kept = _large_sizes.get(key)
-    if kept is not None and kept[0] > now:
-        return kept[1]
+    key = set_key(project, filters)
+    if (kept := _large_sizes.get(key)) is not None:
+        return kept
     size = filtered_size(project, filters, cap)
     if size <= cap:
         return size
+    where, params = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
             f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {where}", params
@@ -85,19 +82,13 @@ def collection_size_get(*, project: Project, filters: SearchFilters) -> int:
         plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
     size = max(size, int(plan[0]["Plan"]["Plan Rows"]))
-    with _large_sizes_lock:
-        if len(_large_sizes) >= LARGE_SIZES_KEPT:
-            _large_sizes.clear()
-        _large_sizes[key] = (now + LARGE_SIZE_SECONDS, size)
+    _large_sizes.put(key, size)
     return size
 
 
-# large filtered sets' estimated sizes: (monotonic expiry, size) by WHERE clause and
-# parameters
+# large filtered sets' estimated sizes
 LARGE_SIZE_SECONDS = 30.0
-LARGE_SIZES_KEPT = 10_000
-_large_sizes: dict[str, tuple[float, int]] = {}
-_large_sizes_lock = threading.Lock()
+_large_sizes: Kept[int] = Kept(LARGE_SIZE_SECONDS)
 
 
 def exact_scan_max_rows() -> int:
