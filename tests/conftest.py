@@ -45,16 +45,18 @@ def django_db_modify_db_settings(redis_server: embedded.EmbeddedRedis | None) ->
 def vector_lanes_closed() -> Iterator[None]:
     """A search's vector lane keeps its threads' connections open between searches:
     closed after each test, or the test database could not be flushed or dropped. The
-    binary codes a search loaded into the process, and the mean lengths it kept, are
-    forgotten too (the next test's database is another)."""
+    binary codes a search loaded into the process, and the mean lengths and the
+    embedding space it kept, are forgotten too (the next test's database is another)."""
     yield
     from memories.services.search.codes import codes_clear
     from memories.services.search.keyword import mean_lengths_clear
     from memories.services.search.lane import vector_lanes_close
+    from memories.services.search.query_embedding import query_spaces_forget
 
     vector_lanes_close()
     codes_clear()
     mean_lengths_clear()
+    query_spaces_forget()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from django.db import connection
 
 from memories.config import BufferSettings
 from memories.models import EmbeddingSpace, EndUser, Memory, Room
@@ -80,6 +81,13 @@ def speaker(memory: Memory) -> str:
 def turn_line(memory: Memory, *, with_time: bool = True) -> str:
     stamp = memory.created_at.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
     return f"[{stamp}] {turn_text(memory)}"
+
+
+# the fields of a retrieved memory that turn_text (speaker, citation) and _retrieved read:
+# the search loads only these
+TURN_FIELDS = (
+    "id", "public_id", "kind", "role", "content", "content_json", "metadata", "created_at",
+)  # fmt: skip
 
 
 def turn_text(memory: Memory) -> str:
@@ -265,14 +273,14 @@ def retrieved_candidates(
     k = retrieved_k(end_user=end_user, room=room, taken=taken)
     result = memory_search(
         project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-        filters=filters, k=k,
+        filters=filters, k=k, fields=TURN_FIELDS,
     )  # fmt: skip
     lines = [turn_text(hit.memory) for hit in result.hits]
     if len(lines) == k < RETRIEVED_K_MAX and _tokens(lines, encoding) < room:
         # shorter than guessed and more to find: once more with as many as allowed
         result = memory_search(
             project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-            filters=filters, k=RETRIEVED_K_MAX,
+            filters=filters, k=RETRIEVED_K_MAX, fields=TURN_FIELDS,
         )  # fmt: skip
     candidates = _retrieved(result, "search")
     _result_tokens_learn(end_user, candidates, encoding)
@@ -283,7 +291,7 @@ def retrieved_candidates(
         shared = memory_search(
             project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
             filters=SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE]),
-            k=max(RETRIEVED_K_MIN, k // 2),
+            k=max(RETRIEVED_K_MIN, k // 2), fields=TURN_FIELDS,
         )  # fmt: skip
         candidates = _interleave(candidates, _retrieved(shared, "knowledge search"))
         timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
@@ -318,10 +326,15 @@ def _interleave(*rankings: list[Candidate]) -> list[Candidate]:
 
 
 def _has_shared_knowledge(end_user: EndUser) -> bool:
-    return Memory.objects.filter(
-        project_id=end_user.project_id, kind=Memory.Kind.KNOWLEDGE,
-        end_user__isnull=True, status=Memory.Status.ACTIVE,
-    ).exists()  # fmt: skip
+    """Whether the project holds active documents of no user: one probe of the index
+    memory_user_kind (the ORM's exists() took 0.48 ms of every context, this 0.15)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM memories_memory WHERE project_id = %s"
+            " AND end_user_id IS NULL AND kind = %s AND status = %s)",
+            [end_user.project_id, Memory.Kind.KNOWLEDGE, Memory.Status.ACTIVE],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def relevance_floor(retrieved: list[Candidate], budget: int, encoding: str) -> float | None:

@@ -71,6 +71,7 @@ def memory_search(
     k: int = 10,
     threshold: float | None = None,
     explain: bool = False,
+    fields: tuple[str, ...] | None = None,
 ) -> SearchResult:
     """The k best memories of the project for a query text and/or a raw query vector
     (of ``space`` when the caller has it; default: the configured model's), in ``mode``
@@ -79,6 +80,7 @@ def memory_search(
     ``similarity`` is the cosine similarity to the query vector clipped to 0..1;
     ``threshold`` drops memories less similar than that (memories not embedded yet,
     found by keyword, are kept). ``score`` is the mode's ranking score, adjusted.
+    ``fields``: the only fields of the hits' memories loaded (None: all of them).
     """
     clock = time.perf_counter()
     policy = project_settings_get(project=project).search
@@ -124,7 +126,7 @@ def memory_search(
             pool, mode=mode, policy=policy, threshold=threshold, explain=explain, facts=facts
         )
     with _timed(timings, "load"):
-        hits = winners_load(ranked, k)
+        hits = winners_load(ranked, k, fields)
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings)
 

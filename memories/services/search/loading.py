@@ -41,10 +41,18 @@ def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, RankingFacts]:
         return {memory_id: RankingFacts(*facts) for memory_id, *facts in cursor.fetchall()}
 
 
-def winners_load(ranked: list[Ranked], k: int) -> list[SearchHit]:
-    """The first ``k`` of ``ranked`` still there, loaded for output."""
+def winners_load(
+    ranked: list[Ranked], k: int, fields: tuple[str, ...] | None = None
+) -> list[SearchHit]:
+    """The first ``k`` of ``ranked`` still there, loaded for output: with only ``fields``
+    (and the external ids) when given. A memory's every field is ~1.4 of the 3.6 ms
+    that loading a context's ~80 winners took (four dates and three JSON values a
+    row, parsed in Python)."""
     winners = ranked[: k + SPARE_WINNERS]
-    memories = Memory.objects.with_external_ids().in_bulk([item.memory_id for item in winners])
+    loaded = Memory.objects.with_external_ids()
+    if fields is not None:
+        loaded = loaded.only(*fields)
+    memories = loaded.in_bulk([item.memory_id for item in winners])
     hits = [
         SearchHit(memories[item.memory_id], item.score, item.similarity, item.explain)
         for item in winners

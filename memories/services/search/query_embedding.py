@@ -9,9 +9,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memories.embeddings import get_provider, query_cache
+from memories.embeddings import EmbeddingProvider, get_provider, query_cache
 from memories.models import EmbeddingSpace
 from memories.services.embedding import embedding_space_get
+
+# how long a web process keeps the configured model's embedding space: a search read it
+# with every query (an ORM get_or_create: ~0.9 ms of each context), and a space, once
+# made, does not change (a new model or dimension is another space)
+SPACE_SECONDS = 60.0
+_spaces: dict[tuple[str, str, int], tuple[float, EmbeddingSpace]] = {}
 
 
 @dataclass
@@ -47,14 +53,31 @@ def query_embedding_start(
     if embedding is not None:
         given: Future[np.ndarray] = Future()
         given.set_result(np.asarray(embedding, dtype=np.float32))
-        return QueryEmbedding(space=space or embedding_space_get(provider=provider), pending=given)
+        return QueryEmbedding(space=space or query_space_get(provider), pending=given)
     submitted = time.perf_counter()
     pending = query_cache.submit(provider, query or "")
     embedded: list[float] = []
     pending.add_done_callback(lambda _: embedded.append(time.perf_counter()))
     return QueryEmbedding(
-        space=embedding_space_get(provider=provider),
+        space=query_space_get(provider),
         pending=pending,
         submitted=submitted,
         embedded=embedded,
     )
+
+
+def query_space_get(provider: EmbeddingProvider) -> EmbeddingSpace:
+    """The provider's embedding space (embedding_space_get), kept SPACE_SECONDS."""
+    key = (provider.name, provider.model, provider.dimension)
+    now = time.monotonic()
+    kept = _spaces.get(key)
+    if kept is not None and kept[0] > now:
+        return kept[1]
+    space = embedding_space_get(provider=provider)
+    _spaces[key] = (now + SPACE_SECONDS, space)
+    return space
+
+
+def query_spaces_forget() -> None:
+    """Forget the kept spaces (tests: the next test's database is another)."""
+    _spaces.clear()

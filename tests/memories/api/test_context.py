@@ -348,3 +348,43 @@ def test_a_fact_less_relevant_than_the_memories_it_would_displace_stays_out(owne
     assert [i["text"] for i in facts["items"]] == ["- User has a cat named Miso."]
     [(dropped)] = [d for d in facts["dropped"] if "accountant" in d["text"]]
     assert "less similar to the query" in dropped["why"]
+
+
+def test_retrieved_memories_load_only_the_fields_they_are_rendered_from(owner, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memories.services.context import sources
+
+    write(owner, *[
+        {"room": "chat", "role": role, "content": text, "metadata": {"name": name},
+         "created_at": (START + timedelta(hours=i)).isoformat()}
+        for i, (role, name, text) in enumerate([
+            ("user", "Maria", "My bike has a flat tyre again."),
+            ("assistant", "Coach", "Patch kits fix a flat tyre in ten minutes."),
+        ])
+    ], {"kind": "knowledge", "content": "A tyre lever lifts the tyre off the rim.",
+        "content_json": {"document": {"id": str(uuid.uuid4()), "title": "Bike book"}, "page": 2}},
+    )  # fmt: skip
+    owner.client.post("/api/v1/memories/", {
+        "kind": "knowledge", "content": "Pump a road tyre to 6 bar.", "user": None,
+        "content_json": {"document": {"id": str(uuid.uuid4()), "title": "Pumps"}, "page": 7},
+    }, format="json")  # fmt: skip
+    embed_pending()
+
+    def counted():
+        with CaptureQueriesContext(connection) as queries:
+            body = context(owner, query="how do I fix a flat tyre?", max_tokens=800)
+        return body, len(queries.captured_queries)
+
+    counted()  # the first context of a user counts its history and keeps the count
+    lean, lean_queries = counted()
+    monkeypatch.setattr(sources, "TURN_FIELDS", None)  # every field loaded
+    whole, whole_queries = counted()
+    # a field read but not loaded would cost a query per memory, and the text is the same
+    assert lean_queries == whole_queries
+    assert lean["prompt"] == whole["prompt"]
+    texts = [i["text"] for i in section(lean, "retrieved")["items"]]
+    assert "[Bike book, p. 2]: A tyre lever lifts the tyre off the rim." in texts
+    assert "[Pumps, p. 7]: Pump a road tyre to 6 bar." in texts
+    assert "Coach (assistant): Patch kits fix a flat tyre in ten minutes." in texts
