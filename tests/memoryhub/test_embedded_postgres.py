@@ -1,0 +1,42 @@
+"""The embedded PostgreSQL's buffer cache: sized to the machine at the first start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from memoryhub import embedded
+
+
+def test_the_buffer_cache_is_an_eighth_of_memory_within_bounds(monkeypatch):
+    class Memory:
+        def __init__(self, total):
+            self.total = total
+
+    monkeypatch.delenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", raising=False)
+    for gib, expected in [(0.5, 128), (4, 512), (8, 1024), (24, 2048), (256, 2048)]:
+        monkeypatch.setattr("psutil.virtual_memory", lambda gib=gib: Memory(int(gib * 2**30)))
+        assert embedded.shared_buffers_mb() == expected, gib
+    monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "300")
+    assert embedded.shared_buffers_mb() == 300
+
+
+def test_a_new_data_folders_server_runs_with_the_size(tmp_path):
+    script = (
+        "from memoryhub import embedded\n"
+        "server = embedded.postgres_start()\n"
+        "import psycopg\n"
+        "with psycopg.connect(server.url) as conn:\n"
+        "    print(conn.execute('SHOW shared_buffers').fetchone()[0])\n"
+    )
+    env = {
+        **os.environ,
+        "MEMORYHUB_DATA_DIR": str(tmp_path),
+        "MEMORYHUB_PG_SHARED_BUFFERS_MB": "144",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "144MB"
