@@ -168,8 +168,12 @@ def shared_buffers_mb() -> int:
     of 1,000,000 copied ~1,800 pages from the system's cache into it each time: p50
     44.5 -> 41 ms in process with 2 GB (BENCHMARKS.md). Shared memory is taken as it is
     used, so a small database costs no more."""
-    given = os.environ.get("MEMORYHUB_PG_SHARED_BUFFERS_MB")
+    given = os.environ.get("MEMORYHUB_PG_SHARED_BUFFERS_MB", "").strip()
     if given:
+        if not given.isdigit():
+            raise RuntimeError(
+                f"MEMORYHUB_PG_SHARED_BUFFERS_MB must be a whole number of megabytes, not {given!r}"
+            )
         return max(16, int(given))
     import psutil
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from memoryhub import embedded
 
 
@@ -20,6 +22,9 @@ def test_the_buffer_cache_is_an_eighth_of_memory_within_bounds(monkeypatch):
         assert embedded.shared_buffers_mb() == expected, gib
     monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "300")
     assert embedded.shared_buffers_mb() == 300
+    monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "2GB")
+    with pytest.raises(RuntimeError, match="MEMORYHUB_PG_SHARED_BUFFERS_MB .* not '2GB'"):
+        embedded.shared_buffers_mb()
 
 
 def test_a_new_data_folders_server_runs_with_the_size(tmp_path):

@@ -12,12 +12,13 @@ import numpy as np
 from memories.embeddings import EmbeddingProvider, get_provider, query_cache
 from memories.models import EmbeddingSpace
 from memories.services.embedding import embedding_space_get
+from memories.services.search.kept import Kept
 
 # how long a web process keeps the configured model's embedding space: a search read it
 # with every query (an ORM get_or_create: ~0.9 ms of each context), and a space, once
 # made, does not change (a new model or dimension is another space)
 SPACE_SECONDS = 60.0
-_spaces: dict[tuple[str, str, int], tuple[float, EmbeddingSpace]] = {}
+_spaces: Kept[EmbeddingSpace] = Kept(SPACE_SECONDS)
 
 
 @dataclass
@@ -69,12 +70,9 @@ def query_embedding_start(
 def query_space_get(provider: EmbeddingProvider) -> EmbeddingSpace:
     """The provider's embedding space (embedding_space_get), kept SPACE_SECONDS."""
     key = (provider.name, provider.model, provider.dimension)
-    now = time.monotonic()
-    kept = _spaces.get(key)
-    if kept is not None and kept[0] > now:
-        return kept[1]
-    space = embedding_space_get(provider=provider)
-    _spaces[key] = (now + SPACE_SECONDS, space)
+    if (space := _spaces.get(key)) is None:
+        space = embedding_space_get(provider=provider)
+        _spaces.put(key, space)
     return space
 
 
