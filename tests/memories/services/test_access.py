@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from memories.models import Memory, MemoryRevision, content_hash
@@ -152,3 +153,36 @@ def test_a_flush_that_failed_leaves_its_counts_for_a_later_one(owner, monkeypatc
     assert Memory.objects.get(pk=cat.pk).access_count == 2
     assert not redis_client.smembers(TAKEN_KEY)
     assert not redis_client.keys(f"{TAKEN_KEY}:{token}:*")
+
+
+def test_the_flush_rewrites_each_row_on_its_own_page(owner):
+    """The table keeps room on its pages (migration 0015, fillfactor 85): a memory read
+    is rewritten beside itself, without new entries in the table's indexes (a HOT
+    update). With full pages (fillfactor 100) every row below moves and this fails."""
+    walk = "the weather was fine and we walked " * 16
+    remember(owner, *[f"note {n}: {walk}" for n in range(48)])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (ctid::text::point)[0]::int AS page, id FROM memories_memory "
+            "WHERE project_id = %s ORDER BY ctid",
+            [owner.project.pk],
+        )
+        pages = dict(cursor.fetchall())  # page -> one of its memories (the last)
+    read = [memory_id for page, memory_id in pages.items() if page != max(pages)]
+    assert len(read) >= 3  # the memories fill several pages; the last may have room anyway
+    accesses_record(project=owner.project, memory_ids=read)
+    before = _updates()
+    assert accesses_flush() == len(read)
+    updated, in_place = (after - then for after, then in zip(_updates(), before, strict=True))
+    assert (updated, in_place) == (len(read), len(read))
+
+
+def _updates() -> tuple[int, int]:
+    """Rows of memories_memory updated in this transaction, and how many of them in place."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated('memories_memory'::regclass), "
+            "pg_stat_get_xact_tuples_hot_updated('memories_memory'::regclass)"
+        )
+        updated, in_place = cursor.fetchone()
+    return int(updated), int(in_place)
