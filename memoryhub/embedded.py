@@ -162,12 +162,14 @@ def postgres_start(folder: Path | None = None) -> EmbeddedPostgres:
 
 
 def shared_buffers_mb() -> int:
-    """The embedded PostgreSQL's buffer cache: MEMORYHUB_PG_SHARED_BUFFERS_MB, else an
-    eighth of the machine's memory, at least 128 MB (PostgreSQL's default) and at most
-    2 GB. With the default 128 MB, a context at a user of 100,000 memories in a database
-    of 1,000,000 copied ~1,800 pages from the system's cache into it each time: p50
-    44.5 -> 41 ms in process with 2 GB (BENCHMARKS.md). Shared memory is taken as it is
-    used, so a small database costs no more."""
+    """The embedded PostgreSQL's buffer cache: MEMORYHUB_PG_SHARED_BUFFERS_MB, else a
+    quarter of the machine's memory (PostgreSQL's own advice for a server), at least 128
+    MB (its default) and at most 8 GB. With the default 128 MB, a context at a user of
+    100,000 memories in a database of 1,000,000 copied ~1,800 pages from the system's
+    cache into it each time (p50 44.5 -> 41 ms in process with 2 GB); with 2 GB, searches
+    of users of ~9,000 there interleaved with unfiltered ones still did (warm, auto /
+    vector p50 ~28 / ~14.2 ms; with 6 GB, the 5.7 GB database whole, ~22-25 / ~12). Shared
+    memory is taken as it is used, so a small database costs no more (BENCHMARKS.md)."""
     given = os.environ.get("MEMORYHUB_PG_SHARED_BUFFERS_MB", "").strip()
     if given:
         if not given.isdigit():
@@ -177,8 +179,8 @@ def shared_buffers_mb() -> int:
         return max(16, int(given))
     import psutil
 
-    eighth = psutil.virtual_memory().total // 8 // 2**20
-    return max(128, min(2048, int(eighth)))
+    quarter = psutil.virtual_memory().total // 4 // 2**20
+    return max(128, min(8192, int(quarter)))
 
 
 def _shared_buffers_size(conn: Any) -> bool:

@@ -11,13 +11,13 @@ import pytest
 from memoryhub import embedded
 
 
-def test_the_buffer_cache_is_an_eighth_of_memory_within_bounds(monkeypatch):
+def test_the_buffer_cache_is_a_quarter_of_memory_within_bounds(monkeypatch):
     class Memory:
         def __init__(self, total):
             self.total = total
 
     monkeypatch.delenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", raising=False)
-    for gib, expected in [(0.5, 128), (4, 512), (8, 1024), (24, 2048), (256, 2048)]:
+    for gib, expected in [(0.25, 128), (2, 512), (8, 2048), (24, 6144), (256, 8192)]:
         monkeypatch.setattr("psutil.virtual_memory", lambda gib=gib: Memory(int(gib * 2**30)))
         assert embedded.shared_buffers_mb() == expected, gib
     monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "300")
