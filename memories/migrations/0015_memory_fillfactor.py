@@ -12,8 +12,8 @@ another page and adds an entry to every index (the two GIN indexes word by word)
 Measured on the 1M-memory bench database (rows of 950 bytes on average), a flush of 9,000
 memories read at random from a user of 112,000: fillfactor 100, 12% / 34% / 49% HOT in
 three flushes in a row, 1.32 / 1.10 / 0.81 s; 90, 71-77%, 0.67-0.50 s; 85, 87-89%, 0.39-0.30
-s. The table takes 19% more pages. BENCHMARKS.md, "The access flush and the table's
-fillfactor".
+s. The table takes 19% more pages. BENCHMARKS.md, "The access flush rewrites rows in
+place".
 
 Pages written from now on keep the room; the pages of an existing table get it when the
 table is rewritten (VACUUM FULL memories_memory, which locks it while it runs).
