@@ -407,6 +407,11 @@ RETRIEVAL: dict[str, Any] = {
     # ... for the first this many results; one candidate for each result past them
     # (a context asks for up to 200 results: the tail of a long list needs no more)
     "CANDIDATE_MULTIPLIED_K": env_int("RETRIEVAL_CANDIDATE_MULTIPLIED_K", 40),
+    # auto mode looks up the neighbouring turns of each signal's first k + this many
+    # candidates (-1: of every candidate); a context asks for k ~50 and 170 candidates,
+    # whose tail hardly reaches the top k (BENCHMARKS.md, "Neighbours of the first
+    # candidates only")
+    "LINKED_BEYOND_K": env_int("RETRIEVAL_LINKED_BEYOND_K", 80),
     # an HNSW search's candidate list (hnsw.ef_search) over up to EF_SEARCH_ROWS rows;
     # over more it grows with the square root of the rows (0: never), at most 1,000
     "HNSW_EF_SEARCH": env_int("RETRIEVAL_HNSW_EF_SEARCH", 100),

@@ -87,6 +87,7 @@ def memory_search(
     mode = mode or policy.default_mode
     filters = filters or SearchFilters()
     limit = candidate_limit(mode=mode, k=k, threshold=threshold)
+    link_limit = linked_limit(k)
     timings: dict[str, float] = {}
     pool = CandidatePool()
     # started first, so the query is embedded while PostgreSQL runs the queries up to
@@ -100,11 +101,12 @@ def memory_search(
         lane = vector_lane_submit(partial(
             _vector_signal, started=started, project=project, filters=filters, limit=limit,
             size=size, distance_ids=[], linked=set() if mode == SearchMode.AUTO else None,
-            aggregate=policy.window_aggregate, timings=timings,
+            aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
         ))  # fmt: skip
     if query and mode != SearchMode.VECTOR:
         _keyword_signal(pool, project=project, query=query, filters=filters, limit=limit,
-                        size=size, mode=mode, policy=policy, timings=timings)  # fmt: skip
+                        size=size, mode=mode, policy=policy, timings=timings,
+                        link_limit=link_limit)  # fmt: skip
     if lane is not None and started is not None:
         _lane_join(lane, pool, started=started, project=project, filters=filters,
                    aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
@@ -114,7 +116,7 @@ def memory_search(
                 started=started, project=project, filters=filters, limit=limit, size=size,
                 distance_ids=pool.unscored(),
                 linked=pool.linked if mode == SearchMode.AUTO else None,
-                aggregate=policy.window_aggregate, timings=timings,
+                aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
             )  # fmt: skip
             pool.add_vector(
                 signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
@@ -142,8 +144,10 @@ def _keyword_signal(
     mode: str,
     policy: SearchSettings,
     timings: dict[str, float],
+    link_limit: int | None = None,
 ) -> None:
-    """The keyword candidates into the pool and, in auto mode, their neighbouring turns."""
+    """The keyword candidates into the pool and, in auto mode, the neighbouring turns of
+    the first ``link_limit`` of them (None: all)."""
     with _timed(timings, "keyword"):
         pool.add_keyword(keyword_candidates(
             project=project, text=query, filters=filters, limit=limit, collection_size=size,
@@ -151,7 +155,8 @@ def _keyword_signal(
         ))  # fmt: skip
     if mode == SearchMode.AUTO and pool.candidates:
         with _timed(timings, "neighbours"):
-            pool.link(*message_neighbours(project=project, filters=filters, ids=pool.ids()))
+            first = pool.ids()[:link_limit] if link_limit is not None else pool.ids()
+            pool.link(*message_neighbours(project=project, filters=filters, ids=first))
 
 
 def _lane_join(
@@ -190,13 +195,14 @@ def _vector_signal(
     linked: set[Any] | None,
     aggregate: str,
     timings: dict[str, float],
+    link_limit: int | None = None,
 ) -> VectorSignal:
     """The vector step, once the query's vector is there (see vector_signal_get)."""
     query_vector = started.wait(timings)
     return vector_signal_get(
         project=project, space=started.space, query=query_vector, filters=filters,
         limit=limit, collection_size=size, distance_ids=distance_ids, linked=linked,
-        aggregate=aggregate,
+        aggregate=aggregate, link_limit=link_limit,
     )  # fmt: skip
 
 
@@ -209,6 +215,14 @@ def candidate_limit(*, mode: str, k: int, threshold: float | None) -> int:
         head = min(k, int(retrieval["CANDIDATE_MULTIPLIED_K"]))
         return k + head * max(int(retrieval["CANDIDATE_MULTIPLIER"]) - 1, 0)
     return k
+
+
+def linked_limit(k: int) -> int | None:
+    """How many of each signal's first candidates get their neighbouring turns looked
+    up (auto mode): k + RETRIEVAL_LINKED_BEYOND_K (None, all of them, when that is
+    negative)."""
+    beyond = int(settings.RETRIEVAL["LINKED_BEYOND_K"])
+    return None if beyond < 0 else k + beyond
 
 
 @contextmanager

@@ -157,6 +157,7 @@ def compact_vector_candidates(
     distance_ids: list[Any],
     size: int,
     aggregate: str = "mean",
+    link_limit: int | None = None,
 ) -> VectorSignal | None:
     """The ``limit`` nearest memories of the user the filters name, with the links of
     those not in ``link_known`` (None: no links) and the distances of ``distance_ids``
@@ -184,6 +185,7 @@ def compact_vector_candidates(
                 **params, **links_params, **cached, "query_vector": vector_literal(query),
                 "shortlist": shortlist, "limit": limit, "link_known": id_array(link_known or []),
                 "with_links": link_known is not None, "distance_ids": id_array(distance_ids),
+                "link_limit": link_limit,
             },
         )  # fmt: skip
         signal, scanned, delta = _signal_read(cursor.fetchall())

@@ -111,8 +111,10 @@ def vector_signal_get(
     linked: set[Any] | None,
     distance_ids: list[Any],
     aggregate: str = "mean",
+    link_limit: int | None = None,
 ) -> VectorSignal:
-    """The ``limit`` nearest memories; the neighbours of those not in ``linked``
+    """The ``limit`` nearest memories; the neighbours of those of the first
+    ``link_limit`` (None: all) not in ``linked``
     (None: no neighbours wanted); the distances of ``distance_ids`` and of those
     neighbours. An exact scan does it in one round trip, the index in two or three.
     A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'.
@@ -127,7 +129,7 @@ def vector_signal_get(
         signal = compact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
             link_known=link_known, distance_ids=distance_ids, size=collection_size,
-            aggregate=aggregate,
+            aggregate=aggregate, link_limit=link_limit,
         )  # fmt: skip
         if signal is not None:
             return signal
@@ -136,6 +138,7 @@ def vector_signal_get(
         return exact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
             link_known=link_known, distance_ids=distance_ids, aggregate=aggregate,
+            link_limit=link_limit,
         )  # fmt: skip
     nearest = index_vector_candidates(
         project=project, space=space, query=query, filters=filters, limit=limit,
@@ -143,7 +146,8 @@ def vector_signal_get(
     )  # fmt: skip
     found = {memory_id for memory_id, _ in nearest}
     # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
-    link_ids = [m for m, _ in nearest if m not in linked] if linked is not None else []
+    first = nearest[:link_limit] if link_limit is not None else nearest
+    link_ids = [m for m, _ in first if m not in linked] if linked is not None else []
     unscored = [memory_id for memory_id in distance_ids if memory_id not in found]
     if not (link_ids or unscored):
         return VectorSignal(nearest, {}, {})
@@ -348,6 +352,7 @@ def exact_vector_candidates(
     link_known: list[Any] | None,
     distance_ids: list[Any],
     aggregate: str = "mean",
+    link_limit: int | None = None,
 ) -> VectorSignal:
     """The nearest memories by an exact scan of a small filtered set, with
     ``neighbours_and_distances`` for the result, in one round trip.
@@ -371,7 +376,7 @@ def exact_vector_candidates(
             {
                 **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
                 "link_known": id_array(link_known or []), "with_links": link_known is not None,
-                "distance_ids": id_array(distance_ids),
+                "distance_ids": id_array(distance_ids), "link_limit": link_limit,
             },
         )  # fmt: skip
         signal = VectorSignal([], {}, {})
