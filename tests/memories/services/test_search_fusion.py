@@ -5,6 +5,9 @@ import pytest
 
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.fusion import neighbour_fusion
+from memories.services.search.neighbours import message_neighbours
+from memories.services.search.query_embedding import query_embedding_start
+from memories.services.search.vector import vector_signal_get
 from tests.conftest import embed_pending
 
 SHORT, LONG, OTHER = "short", "long", "other"
@@ -87,3 +90,58 @@ def test_the_cap_is_the_projects(exchange):
     by_text = explained(exchange, "buying a sea kayak")
     assert by_text[LONG_ANSWER]["neighbours"] > 0
     assert "bytes" not in by_text[LONG_ANSWER]  # no cap: lengths are not read
+
+
+@pytest.fixture
+def trips(owner):
+    """Twelve turns about kayak trips in one room of dana's."""
+    items = [
+        {"user": "dana", "room": "d2", "role": "user",
+         "content": f"kayak trip {n}: we paddled {n + 3} miles along the coast",
+         "created_at": f"2024-05-02T10:00:{n:02d}Z"}
+        for n in range(12)
+    ]  # fmt: skip
+    response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
+    assert response.status_code == 201
+    embed_pending()
+    return owner, SearchFilters(end_user_id=owner.project.end_users.get(external_id="dana").pk)
+
+
+def test_the_keyword_candidates_neighbours_are_looked_up_for_the_first_only(
+    trips, settings, monkeypatch
+):
+    """RETRIEVAL_LINKED_BEYOND_K: the first k + N keyword candidates are linked to their
+    neighbouring turns, not all of them (-1: all)."""
+    import memories.services.search as search
+
+    tenant, filters = trips
+    asked: list[list] = []
+
+    def spy(**kwargs):
+        asked.append(list(kwargs["ids"]))
+        return message_neighbours(**kwargs)
+
+    monkeypatch.setattr(search, "message_neighbours", spy)
+    for beyond, linked in ((1, 3), (-1, 8)):  # k 2: 8 candidates of the 12 turns
+        settings.RETRIEVAL = {**settings.RETRIEVAL, "LINKED_BEYOND_K": beyond}
+        asked.clear()
+        result = memory_search(
+            project=tenant.project, query="kayak trip miles", mode="auto", k=2, filters=filters
+        )
+        assert len(result.hits) == 2
+        assert len(asked[0]) == linked, beyond
+
+
+@pytest.mark.parametrize("link_limit, linked", [(3, 3), (None, 8)])
+def test_the_vector_candidates_neighbours_are_looked_up_for_the_first_only(
+    trips, link_limit, linked
+):
+    tenant, filters = trips
+    started = query_embedding_start("a long paddle on the coast", None)
+    signal = vector_signal_get(
+        project=tenant.project, space=started.space, query=started.wait({}), filters=filters,
+        limit=8, collection_size=12, linked=set(), distance_ids=[], link_limit=link_limit,
+    )  # fmt: skip
+    assert len(signal.nearest) == 8
+    assert len(signal.links) == linked
+    assert set(signal.links) == {memory_id for memory_id, _ in signal.nearest[:linked]}
