@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from memoryhub import embedded
+from memoryhub import embedded_memory
 
 
 def test_the_buffer_cache_is_a_quarter_of_memory_within_bounds(monkeypatch):
@@ -17,28 +17,29 @@ def test_the_buffer_cache_is_a_quarter_of_memory_within_bounds(monkeypatch):
             self.total = total
 
     monkeypatch.delenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", raising=False)
-    monkeypatch.setattr(embedded, "CGROUP_MEMORY_LIMITS", ())
+    monkeypatch.setattr(embedded_memory, "CGROUP_MEMORY_LIMITS", ())
     for gib, expected in [(0.25, 128), (2, 512), (8, 2048), (24, 6144), (256, 8192)]:
         monkeypatch.setattr("psutil.virtual_memory", lambda gib=gib: Memory(int(gib * 2**30)))
-        assert embedded.shared_buffers_mb() == expected, gib
+        assert embedded_memory.shared_buffers_mb() == expected, gib
     monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "300")
-    assert embedded.shared_buffers_mb() == 300
+    assert embedded_memory.shared_buffers_mb() == 300
     monkeypatch.setenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", "2GB")
     with pytest.raises(RuntimeError, match="MEMORYHUB_PG_SHARED_BUFFERS_MB .* not '2GB'"):
-        embedded.shared_buffers_mb()
+        embedded_memory.shared_buffers_mb()
 
 
 def test_a_containers_memory_limit_bounds_the_buffer_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("MEMORYHUB_PG_SHARED_BUFFERS_MB", raising=False)
     monkeypatch.setattr("psutil.virtual_memory", lambda: type("M", (), {"total": 64 * 2**30}))
     limit = tmp_path / "memory.max"
-    monkeypatch.setattr(embedded, "CGROUP_MEMORY_LIMITS", (str(tmp_path / "absent"), str(limit)))
+    paths = (str(tmp_path / "absent"), str(limit))
+    monkeypatch.setattr(embedded_memory, "CGROUP_MEMORY_LIMITS", paths)
     limit.write_text(f"{4 * 2**30}\n")  # a container limited to 4 GiB on a 64 GiB host
-    assert embedded.shared_buffers_mb() == 1024
+    assert embedded_memory.shared_buffers_mb() == 1024
     limit.write_text("max\n")  # cgroup v2: no limit
-    assert embedded.shared_buffers_mb() == 8192
+    assert embedded_memory.shared_buffers_mb() == 8192
     limit.write_text("9223372036854771712\n")  # cgroup v1: no limit
-    assert embedded.shared_buffers_mb() == 8192
+    assert embedded_memory.shared_buffers_mb() == 8192
 
 
 def test_a_new_data_folders_server_runs_with_the_size(tmp_path):
