@@ -110,7 +110,7 @@ def memory_search(
     if lane is not None and started is not None:
         _lane_join(lane, pool, started=started, project=project, filters=filters,
                    aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
-    elif started is not None:
+    elif started is not None:  # after the keyword step: its candidates' distances too
         with _timed(timings, "vector"):
             signal = _vector_signal(
                 started=started, project=project, filters=filters, limit=limit, size=size,
@@ -118,9 +118,7 @@ def memory_search(
                 linked=pool.linked if mode == SearchMode.AUTO else None,
                 aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
             )  # fmt: skip
-            pool.add_vector(
-                signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
-            )
+            pool.add_signal(signal)
     with _timed(timings, "rank"):
         wanted = ranking_facts_wanted(policy=policy, explain=explain)
         facts = ranking_facts_get(pool.ids()) if wanted else {}
@@ -155,7 +153,7 @@ def _keyword_signal(
         ))  # fmt: skip
     if mode == SearchMode.AUTO and pool.candidates:
         with _timed(timings, "neighbours"):
-            first = pool.ids()[:link_limit] if link_limit is not None else pool.ids()
+            first = pool.ids()[:link_limit]  # None: all
             pool.link(*message_neighbours(project=project, filters=filters, ids=first))
 
 
@@ -172,9 +170,7 @@ def _lane_join(
     """The lane's vector candidates into the pool, then the cosine distances of the
     keyword candidates (and their neighbours) it did not find, in one statement."""
     signal, timings["vector"] = lane.result()
-    pool.add_vector(
-        signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
-    )
+    pool.add_signal(signal)
     if unscored := pool.unscored():
         with _timed(timings, "distances"):
             around = neighbours_and_distances(

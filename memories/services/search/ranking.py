@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.embeddings import cosine_similarity
 from memories.services.search.fusion import neighbour_fusion
+
+if TYPE_CHECKING:
+    from memories.services.search.vector import VectorSignal
 
 
 class SearchMode:
@@ -72,6 +75,12 @@ class CandidatePool:
         self.link(links, sizes)
         for memory_id, distance in distances.items():
             self.candidates[memory_id].distance = distance
+
+    def add_signal(self, signal: VectorSignal) -> None:
+        """A vector step's VectorSignal (vector.py): its nearest, links and distances."""
+        self.add_vector(
+            signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
+        )
 
     def link(self, links: dict[Any, list[Any]], sizes: dict[Any, int] | None = None) -> None:
         """Record neighbouring turns (and their sizes); a neighbour becomes a candidate

@@ -146,7 +146,7 @@ def vector_signal_get(
     )  # fmt: skip
     found = {memory_id for memory_id, _ in nearest}
     # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
-    first = nearest[:link_limit] if link_limit is not None else nearest
+    first = nearest[:link_limit]  # None: all
     link_ids = [m for m, _ in first if m not in linked] if linked is not None else []
     unscored = [memory_id for memory_id in distance_ids if memory_id not in found]
     if not (link_ids or unscored):
