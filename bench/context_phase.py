@@ -35,7 +35,8 @@ STAGES = (
     # the retrieval's search, step by step (the vector step may run beside the keyword
     # step and the neighbours: they overlap)
     "retrieval.count", "retrieval.keyword", "retrieval.neighbours", "retrieval.vector",
-    "retrieval.distances", "retrieval.rank", "retrieval.load", "retrieval.search_wait",
+    "retrieval.distances", "retrieval.rank", "retrieval.load", "retrieval.more",
+    "retrieval.search_wait",
 )  # fmt: skip
 
 PROJECT_SQL = "(SELECT id FROM memories_project WHERE name = %s)"

@@ -16,7 +16,7 @@ from memories.config import BufferSettings
 from memories.models import EmbeddingSpace, EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
 from memories.services.embedding import memory_vectors
-from memories.services.search import SearchFilters, SearchResult, memory_search
+from memories.services.search import SearchFilters, SearchResult, memory_search, search_extend
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
 from memories.tokens import token_count
@@ -276,12 +276,13 @@ def retrieved_candidates(
         filters=filters, k=k, fields=TURN_FIELDS,
     )  # fmt: skip
     lines = [turn_text(hit.memory) for hit in result.hits]
-    if len(lines) == k < RETRIEVED_K_MAX and _tokens(lines, encoding) < room:
-        # shorter than guessed and more to find: once more with as many as allowed
-        result = memory_search(
-            project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-            filters=filters, k=RETRIEVED_K_MAX, fields=TURN_FIELDS,
-        )  # fmt: skip
+    if len(lines) == k < RETRIEVED_K_MAX and (used := _tokens(lines, encoding)) < room:
+        # shorter than guessed and more to find: the next of the same ranking, as many
+        # as fill the room at these lines' length (with the margin). A second search
+        # for as many as allowed took as long as the first (~35 ms at a user of
+        # 100,000), in ~5% of contexts: most of their p95 (BENCHMARKS.md).
+        wanted = int(RETRIEVED_MARGIN * room * len(lines) / max(used, 1)) + 1
+        result = search_extend(result, min(RETRIEVED_K_MAX, wanted), fields=TURN_FIELDS)
     candidates = _retrieved(result, "search")
     _result_tokens_learn(end_user, candidates, encoding)
     timings = dict(result.timings_ms)

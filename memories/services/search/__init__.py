@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -30,6 +30,7 @@ from memories.services.search.neighbours import message_neighbours
 from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 from memories.services.search.ranking import (
     CandidatePool,
+    Ranked,
     SearchMode,
     candidates_rank,
     ranking_facts_wanted,
@@ -49,6 +50,7 @@ __all__ = [
     "SearchResult",
     "candidate_limit",
     "memory_search",
+    "search_extend",
 ]
 
 
@@ -57,6 +59,8 @@ class SearchResult:
     hits: list[SearchHit]
     mode: str
     timings_ms: dict[str, float]
+    # the whole ranking the hits are the first of (search_extend reads on from it)
+    ranked: list[Ranked] = field(default_factory=list, repr=False)
 
 
 @slotted  # at most SEARCH_CONCURRENCY at once in a process (slots.py)
@@ -128,7 +132,22 @@ def memory_search(
     with _timed(timings, "load"):
         hits = winners_load(ranked, k, fields)
     timings["total"] = (time.perf_counter() - clock) * 1000
-    return SearchResult(hits=hits, mode=mode, timings_ms=timings)
+    return SearchResult(hits=hits, mode=mode, timings_ms=timings, ranked=ranked)
+
+
+def search_extend(
+    result: SearchResult, k: int, fields: tuple[str, ...] | None = None
+) -> SearchResult:
+    """``result`` grown to the first ``k`` hits of its ranking: the ones after its hits
+    loaded, with only ``fields`` (a caller whose first hits were too few, without a
+    second search: ``more`` in the timings). As many as the ranking holds: the
+    candidates each signal proposed for the first search's k."""
+    start = time.perf_counter()
+    have = {hit.memory.pk for hit in result.hits}
+    rest = [item for item in result.ranked if item.memory_id not in have]
+    more = winners_load(rest, k - len(result.hits), fields) if k > len(result.hits) else []
+    timings = {**result.timings_ms, "more": (time.perf_counter() - start) * 1000}
+    return replace(result, hits=result.hits + more, timings_ms=timings)
 
 
 def _keyword_signal(

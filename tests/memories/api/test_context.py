@@ -209,6 +209,27 @@ def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(own
         )
 
 
+def test_results_too_short_for_the_room_read_on_in_the_same_ranking(owner, monkeypatch):
+    from memories.services.context import sources
+
+    turns(owner, [f"Turn {i}: we watered the tomato seedlings in the garden" for i in range(150)])
+    embed_pending()
+    asked: list[int] = []
+    search = sources.memory_search
+    monkeypatch.setattr(
+        sources, "memory_search", lambda **kw: asked.append(kw["k"]) or search(**kw)
+    )
+    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: 20)  # a guess far too low
+    short = context(owner, query="tomato seedlings garden", max_tokens=1500)
+    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: sources.RETRIEVED_K_MAX)
+    most = context(owner, query="tomato seedlings garden", max_tokens=1500)
+    # one search; the 20 hits' lines left room, so the next of its ranking were loaded
+    assert asked == [20, sources.RETRIEVED_K_MAX]
+    assert "retrieval.more" in short["timings_ms"]
+    assert len(section(short, "retrieved")["items"]) > 20
+    assert short["total_tokens"] >= 0.97 * most["total_tokens"]
+
+
 def test_the_projects_documents_are_retrieved_with_their_citation_and_nobody_elses(owner):
     def knowledge(text, user=None, **cited):
         item = {
