@@ -7,8 +7,9 @@ the room's recent turns and newest summary, and older memories found by the proj
 default search. A memory or a near-identical text appears once, in its most valuable
 section. The rendered text is re-counted, never summed, so it is always within the
 budget. Modules: query.py (the query from the last turns), sources.py (each
-section's candidates), fitting.py (budgets, de-duplication, rendering), history.py
-(what the room's full history would have cost).
+section's candidates), retrieved.py (the retrieved section's, by search), fitting.py
+(budgets, de-duplication, rendering), history.py (what the room's full history would
+have cost).
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ from memories.services.context.fitting import (
 )
 from memories.services.context.history import history_tokens, savings_record
 from memories.services.context.query import query_from_messages
+from memories.services.context.retrieved import relevance_floor, retrieved_candidates
 from memories.services.context.sources import (
     Candidate,
     fact_candidates,
     fact_rows,
     history_candidates,
-    relevance_floor,
-    retrieved_candidates,
     synopsis_candidates,
     working_candidates,
 )

@@ -10,31 +10,17 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db import connection
 
 from memories.config import BufferSettings
-from memories.models import EmbeddingSpace, EndUser, Memory, Room
+from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
 from memories.services.embedding import memory_vectors
-from memories.services.search import SearchFilters, SearchResult, memory_search, search_extend
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
-from memories.tokens import token_count
 
 logger = logging.getLogger(__name__)
 
 FACT_KINDS = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
-# search results considered for the retrieved section: enough to fill the room the
-# other sections leave with the user's memories as long as they have rendered lately
-# (RESULT_TOKENS_GUESS before any), with a margin for the ones de-duplication drops;
-# within the search's limit. Asking for more costs latency and changes nothing.
-RESULT_TOKENS_GUESS = 10
-RETRIEVED_MARGIN = 2.0
-RETRIEVED_K_MIN, RETRIEVED_K_MAX = 20, 200
-# the mean tokens of a user's retrieved lines, learned per process from each context
-_result_tokens: dict[int, float] = {}
-_RESULT_TOKENS_USERS = 10_000
-RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.Kind.KNOWLEDGE]
 
 
 @dataclass
@@ -212,144 +198,6 @@ def history_candidates(
             )
         )  # fmt: skip
     return candidates
-
-
-# ---- retrieved --------------------------------------------------------------------------
-
-
-@dataclass
-class Retrieval:
-    candidates: list[Candidate]
-    mode: str
-    timings_ms: dict[str, float]
-
-
-def retrieved_k(*, end_user: EndUser, room: int, taken: int) -> int:
-    """How many search results can fill ``room`` tokens once the ``taken`` items already
-    in other sections are de-duplicated away: room over the user's mean line length
-    (a low guess until a context has shown it), with a margin."""
-    per_result = _result_tokens.get(end_user.pk, RESULT_TOKENS_GUESS)
-    wanted = int(RETRIEVED_MARGIN * room / max(per_result, 1.0)) + taken
-    return min(RETRIEVED_K_MAX, max(RETRIEVED_K_MIN, wanted))
-
-
-def _tokens(lines: list[str], encoding: str) -> int:
-    return sum(token_count(line + "\n", encoding) for line in lines)
-
-
-def _result_tokens_learn(end_user: EndUser, candidates: list[Candidate], encoding: str) -> None:
-    if not candidates:
-        return
-    mean = _tokens([c.text for c in candidates], encoding) / len(candidates)
-    if len(_result_tokens) >= _RESULT_TOKENS_USERS:
-        _result_tokens.clear()
-    _result_tokens[end_user.pk] = mean
-
-
-def retrieved_candidates(
-    *,
-    end_user: EndUser,
-    query: str | None,
-    query_vector: np.ndarray | None,
-    space: EmbeddingSpace | None,
-    room: int,
-    taken: int,
-    encoding: str,
-) -> Retrieval:
-    """Older memories of the user (active or archived: a summarized turn is still the
-    best evidence of itself) by the project's default search, as many as can fill
-    ``room`` tokens beside ``taken`` items of other sections; keyword search alone
-    when the model is unavailable."""
-    if not query or room <= 0:
-        return Retrieval([], "none", {})
-    filters = SearchFilters(
-        end_user_id=end_user.pk,
-        kinds=RETRIEVED_KINDS,
-        statuses=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
-    )
-    # the query's vector as computed once for the whole context; none: keyword search
-    embedding = [float(x) for x in query_vector] if query_vector is not None else None
-    mode = None if query_vector is not None else "keyword"
-    k = retrieved_k(end_user=end_user, room=room, taken=taken)
-    result = memory_search(
-        project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-        filters=filters, k=k, fields=TURN_FIELDS,
-    )  # fmt: skip
-    lines = [turn_text(hit.memory) for hit in result.hits]
-    if len(lines) == k < RETRIEVED_K_MAX and (used := _tokens(lines, encoding)) < room:
-        # shorter than guessed and more to find: the next of the same ranking, as many
-        # as fill the room at these lines' length (with the margin). A second search
-        # for as many as allowed took as long as the first (~35 ms at a user of
-        # 100,000), in ~5% of contexts: most of their p95 (BENCHMARKS.md).
-        wanted = int(RETRIEVED_MARGIN * room * len(lines) / max(used, 1)) + 1
-        result = search_extend(result, min(RETRIEVED_K_MAX, wanted), fields=TURN_FIELDS)
-    candidates = _retrieved(result, "search")
-    _result_tokens_learn(end_user, candidates, encoding)
-    timings = dict(result.timings_ms)
-    if _has_shared_knowledge(end_user):
-        # the project's documents (no user's own) are searched apart, then the two
-        # rankings interleaved by reciprocal rank: their scores are not on one scale
-        shared = memory_search(
-            project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-            filters=SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE]),
-            k=max(RETRIEVED_K_MIN, k // 2), fields=TURN_FIELDS,
-        )  # fmt: skip
-        candidates = _interleave(candidates, _retrieved(shared, "knowledge search"))
-        timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
-    return Retrieval(candidates, result.mode, timings)
-
-
-def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
-    return [
-        Candidate(
-            section="retrieved", key=str(hit.memory.public_id), kind=hit.memory.kind,
-            text=turn_text(hit.memory), score=hit.score, created_at=hit.memory.created_at,
-            # turns under a line per day; a document's chunks cite their own source
-            group="" if hit.memory.kind == Memory.Kind.KNOWLEDGE
-            else f"[{hit.memory.created_at:%Y-%m-%d}]",
-            why=f"{source} rank {rank} ({result.mode})",
-            parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
-            memory_pk=hit.memory.pk,
-        )
-        for rank, hit in enumerate(result.hits, start=1)
-    ]  # fmt: skip
-
-
-def _interleave(*rankings: list[Candidate]) -> list[Candidate]:
-    """One ranking of several: each candidate scored 1 / (60 + its rank) (RRF's k)."""
-    merged = []
-    for ranking in rankings:
-        for rank, candidate in enumerate(ranking, start=1):
-            candidate.parts["search_score"] = round(candidate.score, 4)
-            candidate.score = 1.0 / (60 + rank)
-            merged.append(candidate)
-    return sorted(merged, key=lambda c: -c.score)
-
-
-def _has_shared_knowledge(end_user: EndUser) -> bool:
-    """Whether the project holds active documents of no user: one probe of the index
-    memory_user_kind (the ORM's exists() took 0.48 ms of every context, this 0.15)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM memories_memory WHERE project_id = %s"
-            " AND end_user_id IS NULL AND kind = %s AND status = %s)",
-            [end_user.project_id, Memory.Kind.KNOWLEDGE, Memory.Status.ACTIVE],
-        )
-        return bool(cursor.fetchone()[0])
-
-
-def relevance_floor(retrieved: list[Candidate], budget: int, encoding: str) -> float | None:
-    """The similarity to the query of the least similar search result that would fit
-    the retrieved section's own budget: a fact less similar than that would take the
-    place of a more relevant memory. None without similarities."""
-    used, similarities = 0, []
-    for candidate in retrieved:
-        used += token_count(candidate.text + "\n", encoding)
-        if used > budget:
-            break
-        if "similarity" in candidate.parts:
-            similarities.append(candidate.parts["similarity"])
-    return min(similarities) if similarities else None
 
 
 # ---- working memory and synopsis --------------------------------------------------------

@@ -170,7 +170,7 @@ def test_the_full_history_and_the_savings(owner):
 
 
 def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(owner, monkeypatch):
-    from memories.services.context import sources
+    from memories.services.context import retrieved as sources
 
     words = [
         "garden",
@@ -210,7 +210,7 @@ def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(own
 
 
 def test_results_too_short_for_the_room_read_on_in_the_same_ranking(owner, monkeypatch):
-    from memories.services.context import sources
+    from memories.services.context import retrieved as sources
 
     turns(owner, [f"Turn {i}: we watered the tomato seedlings in the garden" for i in range(150)])
     embed_pending()
@@ -375,7 +375,7 @@ def test_retrieved_memories_load_only_the_fields_they_are_rendered_from(owner, m
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memories.services.context import sources
+    from memories.services.context import retrieved as sources
 
     write(owner, *[
         {"room": "chat", "role": role, "content": text, "metadata": {"name": name},
