@@ -369,6 +369,11 @@ EMBEDDING: dict[str, Any] = {
 SEARCH_CONCURRENCY = env_int(
     "SEARCH_CONCURRENCY", max(1, (os.cpu_count() or 1) // max(1, env_int("WEB_WORKERS", 2)))
 )
+# a web process keeps a verified API key (with its project) and the row ids of the users
+# and rooms searches name for this long (0: read them with every request): a key
+# revoked or a project's settings changed elsewhere apply in it within that time, at
+# once in the process that made the change (memories/services/kept.py, BENCHMARKS.md)
+LOOKUP_CACHE_SECONDS = env_float("LOOKUP_CACHE_SECONDS", 2.0)
 # Documents (the ingestion app). The chunker and its sizes are per project (config.py).
 INGESTION: dict[str, Any] = {
     # an upload larger than this is refused (413) before its body is read

@@ -14,6 +14,7 @@ from memories.api.scoping import project_of
 from memories.models import EndUser, Memory, Project, Room
 from memories.services.access import accesses_record
 from memories.services.search import SearchFilters, SearchResult, memory_search
+from memories.services.users import external_row_id
 
 
 @extend_schema(tags=["search"])
@@ -59,13 +60,11 @@ def _filters(project: Project, params: dict[str, Any]) -> SearchFilters | None:
         document_id=params.get("document"),
     )
     if "user" in params:
-        users = EndUser.objects.for_project(project).by_external_id(params["user"])
-        filters.end_user_id = users.values_list("pk", flat=True).first()
+        filters.end_user_id = external_row_id(EndUser, project, params["user"])
         if filters.end_user_id is None:
             return None
     if "room" in params:
-        rooms = Room.objects.for_project(project).by_external_id(params["room"])
-        filters.room_id = rooms.values_list("pk", flat=True).first()
+        filters.room_id = external_row_id(Room, project, params["room"])
         if filters.room_id is None:
             return None
     return filters

@@ -38,7 +38,11 @@ class SettingsView(APIView):
     @extend_schema(responses=s.SettingsOutputSerializer)
     def get(self, request: Request) -> Response:
         """The project's effective settings, their defaults, its overrides and the schema."""
-        return Response(_settings_payload(project_of(request)))
+        project = project_of(request)
+        # read again: the key's project may be kept from a request up to 2 s ago
+        # (LOOKUP_CACHE_SECONDS), and this answer shows what is stored now
+        project.refresh_from_db(fields=["settings"])
+        return Response(_settings_payload(project))
 
     @extend_schema(request=s.SettingsInputSerializer, responses=s.SettingsOutputSerializer)
     def patch(self, request: Request) -> Response:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from memories.models import ApiKey, Project
+from memories.services.kept import Kept
 
 KEY_PREFIX = "mh_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -39,19 +42,38 @@ def api_key_create(
     return key, raw_key
 
 
+# verified keys (with their projects) by hash, for LOOKUP_CACHE_SECONDS: a statement
+# and ~0.6 ms of ORM work less per request. A change to a key or a project (revoked,
+# deleted, settings) forgets them all in the process that made it (apps.py); the
+# others see it within that time.
+_verified: Kept[ApiKey] = Kept(settings.LOOKUP_CACHE_SECONDS)
+
+
 def api_key_authenticate(*, raw_key: str) -> ApiKey | None:
-    """The active key matching ``raw_key``, or None. Touches last_used_at once a minute."""
+    """The active key matching ``raw_key`` with its project (the caller's own copies),
+    or None. Touches last_used_at once a minute."""
     if not raw_key.startswith(KEY_PREFIX) or raw_key.count("_") < 2:
         return None
-    prefix = raw_key[len(KEY_PREFIX) :].split("_", 1)[0]
-    key = ApiKey.objects.active().select_related("project").filter(prefix=prefix).first()
-    if key is None or not hmac.compare_digest(key.key_hash, _hash(raw_key)):
-        return None
+    digest = _hash(raw_key)
+    key = _verified.get(digest)
+    if key is None:
+        prefix = raw_key[len(KEY_PREFIX) :].split("_", 1)[0]
+        key = ApiKey.objects.active().select_related("project").filter(prefix=prefix).first()
+        if key is None or not hmac.compare_digest(key.key_hash, digest):
+            return None
+        _verified.put(digest, key)
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
-    return key
+    mine = copy.copy(key)  # a request may change its key or project: never the kept ones
+    mine.project = copy.copy(key.project)
+    return mine
+
+
+def api_keys_forget(**_: object) -> None:
+    """Forget the verified keys (a key or project changed; connected in apps.py)."""
+    _verified.clear()
 
 
 def api_key_revoke(*, key: ApiKey) -> None:

@@ -6,9 +6,11 @@ import contextlib
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from memories.models import Agent, EndUser, Project, Room
+from memories.services.kept import Kept
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
 from memories.services.working import WorkingMemoryUnavailable, working_clear
@@ -23,6 +25,36 @@ def end_user_get_or_create(
         external_id=external_id,
         defaults={"name": name, "metadata": metadata or {}},
     )
+
+
+# the row ids of users and rooms by (model, project, external id), for
+# LOOKUP_CACHE_SECONDS: an agent searches the same user turn after turn. A deleted user
+# or room is forgotten at once in the process that deleted it (apps.py); elsewhere a
+# search by its stale id finds nothing, as it should, for that long.
+_row_ids: Kept[int] = Kept(settings.LOOKUP_CACHE_SECONDS)
+
+
+def external_row_id(
+    model: type[EndUser] | type[Room], project: Project, external_id: str
+) -> int | None:
+    """The row id of the project's user or room with this external id, None if none."""
+    cache_key = (model.__name__, project.pk, external_id)
+    row_id = _row_ids.get(cache_key)
+    if row_id is None:
+        row_id = (
+            model.objects.for_project(project)
+            .by_external_id(external_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if row_id is not None:
+            _row_ids.put(cache_key, row_id)
+    return row_id
+
+
+def external_row_ids_forget(**_: object) -> None:
+    """Forget the kept row ids (a user or room was deleted; connected in apps.py)."""
+    _row_ids.clear()
 
 
 def end_user_update(*, end_user: EndUser, changes: dict[str, Any]) -> EndUser:

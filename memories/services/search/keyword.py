@@ -22,8 +22,9 @@ from django.db import connection
 
 from memories.config import SearchSettings
 from memories.models import SEARCH_CONFIG, Project, keyword_document_sql, keyword_owner_token
+from memories.services.kept import Kept
 from memories.services.search.filters import SearchFilters
-from memories.services.search.kept import Kept, set_key
+from memories.services.search.kept import set_key
 
 DOCUMENT = keyword_document_sql("m")  # what the GIN index memory_keyword_gin holds
 

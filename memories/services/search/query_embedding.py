@@ -12,7 +12,7 @@ import numpy as np
 from memories.embeddings import EmbeddingProvider, get_provider, query_cache
 from memories.models import EmbeddingSpace
 from memories.services.embedding import embedding_space_get
-from memories.services.search.kept import Kept
+from memories.services.kept import Kept
 
 # how long a web process keeps the configured model's embedding space: a search read it
 # with every query (an ORM get_or_create: ~0.9 ms of each context), and a space, once

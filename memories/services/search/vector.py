@@ -16,8 +16,9 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
+from memories.services.kept import Kept
 from memories.services.search.filters import SearchFilters, id_array
-from memories.services.search.kept import Kept, set_key
+from memories.services.search.kept import set_key
 from memories.services.search.neighbours import (
     LINK_SIZES,
     NEAREST_UNLINKED,

@@ -1,9 +1,14 @@
 """API keys: who may call the API at all, and what a read-only key may do."""
 
+import time
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Room
+from memories.services import kept, projects
 from memories.services.projects import api_key_revoke
 
 USERS = "/api/v1/users/"
@@ -119,3 +124,41 @@ def test_failed_authentication_does_not_touch_last_used_at(owner, anonymous):
     anonymous.credentials(HTTP_AUTHORIZATION=f"Bearer {prefix_part}_wrongsecret")
     anonymous.get(MEMORIES)
     assert ApiKey.objects.get(pk=owner.key.pk).last_used_at is None
+
+
+def _key_reads(client) -> int:
+    """How many statements one request made to read an API key."""
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(MEMORIES).status_code == 200
+    return sum('FROM "memories_apikey"' in query["sql"] for query in queries.captured_queries)
+
+
+def test_a_verified_key_is_kept_for_a_moment(owner, monkeypatch):
+    _key_reads(owner.client)
+    assert _key_reads(owner.client) == 0  # the second request reads no key
+    projects._verified.clear()
+    monkeypatch.setattr(projects._verified, "seconds", 0)  # LOOKUP_CACHE_SECONDS=0
+    assert _key_reads(owner.client) == 1
+    assert _key_reads(owner.client) == 1
+
+
+def test_a_key_revoked_by_another_process_is_refused_once_its_moment_is_over(owner, monkeypatch):
+    """Another process's revocation sends this one no signal: the key it keeps serves
+    for LOOKUP_CACHE_SECONDS at most."""
+    assert owner.client.get(MEMORIES).status_code == 200
+    ApiKey.objects.filter(pk=owner.key.pk).update(revoked_at=timezone.now())  # no signal
+    assert owner.client.get(MEMORIES).status_code == 200
+    later = time.monotonic() + projects._verified.seconds + 0.01
+    monkeypatch.setattr(kept.time, "monotonic", lambda: later)
+    assert owner.client.get(MEMORIES).status_code == 401
+
+
+def test_a_kept_key_and_project_are_the_requests_own_copies(owner):
+    """A request that changes its key or project objects leaves the kept ones alone."""
+    first = projects.api_key_authenticate(raw_key=owner.raw_key)
+    first.name = "changed"
+    first.project.settings = {"search": {"rrf_k": 1}}
+    second = projects.api_key_authenticate(raw_key=owner.raw_key)
+    assert second.name == owner.key.name
+    assert second.project.settings == owner.project.settings
+    assert second.project is not first.project

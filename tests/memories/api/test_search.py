@@ -551,3 +551,14 @@ def test_the_candidates_per_signal_grow_by_one_past_the_multiplied_results(
         **settings.RETRIEVAL, "CANDIDATE_MULTIPLIER": 4, "CANDIDATE_MULTIPLIED_K": 40
     }  # fmt: skip
     assert candidate_limit(mode=mode, k=k, threshold=threshold) == limit
+
+
+def test_a_user_deleted_and_written_again_is_searched_at_once(corpus):
+    """The user's row id a web process keeps for its searches (LOOKUP_CACHE_SECONDS)
+    is forgotten when the user is deleted: the new alice's memory is found."""
+    assert top(search(corpus, query="violin", mode="keyword", user="alice"))
+    assert corpus.client.delete("/api/v1/users/alice/").status_code == 200
+    assert search(corpus, query="violin", mode="keyword", user="alice")["results"] == []
+    written = corpus.client.post("/api/v1/memories/", {"user": "alice", "content": "Cello now"})
+    assert written.status_code == 201
+    assert top(search(corpus, query="cello", mode="keyword", user="alice")) == ["Cello now"]
