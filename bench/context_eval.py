@@ -60,8 +60,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +89,7 @@ from bench.evaluate import (  # noqa: E402
     django_start,
     evaluation_project,
     progress_bar,
+    redis_started,
     settings_parse,
 )
 from bench.locomo import locomo_dataset  # noqa: E402
@@ -398,21 +398,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     except SettingsError as error:
         parser.error(f"--set: {error}")
     return args
-
-
-@contextmanager
-def redis_started() -> Iterator[None]:
-    """The data folder's Redis too (bench/evaluate.py needs none): the context caches
-    and counts in it, and the writes queue their tasks there instead of timing out;
-    stopped afterwards if started here."""
-    from memoryhub import embedded
-
-    server = embedded.services_start(redis=True)
-    try:
-        yield
-    finally:
-        if server is not None:
-            server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

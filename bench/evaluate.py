@@ -229,6 +229,21 @@ def django_start() -> None:
     call_command("migrate", interactive=False, verbosity=0)
 
 
+@contextmanager
+def redis_started() -> Iterator[None]:
+    """The data folder's Redis too: the writes queue their tasks (embedding, fact
+    extraction) there instead of failing to connect, and the context caches and counts
+    in it; stopped afterwards if started here."""
+    from memoryhub import embedded
+
+    server = embedded.services_start(redis=True)
+    try:
+        yield
+    finally:
+        if server is not None:
+            server.stop()
+
+
 # --- the evaluation -------------------------------------------------------------------
 
 
@@ -364,11 +379,12 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     django_start()
-    try:
-        evaluation_run(args)
-    except EvaluationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with redis_started():
+        try:
+            evaluation_run(args)
+        except EvaluationError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     return 0
 
 
