@@ -173,7 +173,7 @@ class MemoryListView(APIView):
             actor=actor_of(request),
         )
         return Response(
-            {"created": created, "memory": s.MemoryOutputSerializer(memory).data},
+            {"created": created, "memory": s.MEMORY_OUTPUT.to_representation(memory)},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
@@ -235,7 +235,7 @@ class MemoryBatchView(APIView):
         return Response(
             {
                 "results": [
-                    {"created": created, "memory": s.MemoryOutputSerializer(memory).data}
+                    {"created": created, "memory": s.MEMORY_OUTPUT.to_representation(memory)}
                     for memory, created in results
                 ]
             },
