@@ -86,14 +86,13 @@ from bench.context_scoring import (  # noqa: E402
 from bench.dataset import Dataset  # noqa: E402
 from bench.evaluate import (  # noqa: E402
     Clock,
-    django_start,
+    evaluation_main,
     evaluation_project,
     progress_bar,
-    redis_started,
     settings_parse,
 )
 from bench.locomo import locomo_dataset  # noqa: E402
-from bench.rankings import EvaluationError, project_users  # noqa: E402
+from bench.rankings import project_users  # noqa: E402
 from memories.config import SettingsError  # noqa: E402
 from memories.tokens import token_count  # noqa: E402
 
@@ -401,15 +400,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv)
-    django_start()
-    with redis_started():
-        try:
-            evaluation_run(args)
-        except EvaluationError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    return 0
+    return evaluation_main(argv, arguments, evaluation_run)
 
 
 if __name__ == "__main__":

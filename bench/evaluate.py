@@ -376,16 +376,26 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv)
+def evaluation_main(
+    argv: list[str] | None,
+    parse: Callable[[list[str] | None], argparse.Namespace],
+    run: Callable[[argparse.Namespace], Any],
+) -> int:
+    """An evaluation command's main: its arguments, Django and Redis, its run; 2 with
+    the reason on stderr when it cannot run."""
+    args = parse(argv)
     django_start()
     with redis_started():
         try:
-            evaluation_run(args)
+            run(args)
         except EvaluationError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return evaluation_main(argv, arguments, evaluation_run)
 
 
 if __name__ == "__main__":
