@@ -86,11 +86,11 @@ from bench.context_scoring import (  # noqa: E402
 from bench.dataset import Dataset  # noqa: E402
 from bench.evaluate import (  # noqa: E402
     Clock,
-    evaluation_main,
     evaluation_project,
     progress_bar,
     settings_parse,
 )
+from bench.evaluation_command import evaluation_main  # noqa: E402
 from bench.locomo import locomo_dataset  # noqa: E402
 from bench.rankings import project_users  # noqa: E402
 from memories.config import SettingsError  # noqa: E402

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import time
@@ -53,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.beam import BeamError, beam_dataset, beam_folders, conversations_parse  # noqa: E402
 from bench.dataset import Dataset  # noqa: E402
+from bench.evaluation_command import evaluation_main  # noqa: E402
 from bench.locomo import locomo_dataset  # noqa: E402
 from bench.rankings import (  # noqa: E402
     BM25_MODE,
@@ -215,35 +215,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def django_start() -> None:
-    """Django on the hub's database, migrated (a fresh data folder works too)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from memoryhub import embedded
-
-    embedded.services_start()
-    call_command("migrate", interactive=False, verbosity=0)
-
-
-@contextmanager
-def redis_started() -> Iterator[None]:
-    """The data folder's Redis too: the writes queue their tasks (embedding, fact
-    extraction) there instead of failing to connect, and the context caches and counts
-    in it; stopped afterwards if started here."""
-    from memoryhub import embedded
-
-    server = embedded.services_start(redis=True)
-    try:
-        yield
-    finally:
-        if server is not None:
-            server.stop()
-
-
 # --- the evaluation -------------------------------------------------------------------
 
 
@@ -374,24 +345,6 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return report
-
-
-def evaluation_main(
-    argv: list[str] | None,
-    parse: Callable[[list[str] | None], argparse.Namespace],
-    run: Callable[[argparse.Namespace], Any],
-) -> int:
-    """An evaluation command's main: its arguments, Django and Redis, its run; 2 with
-    the reason on stderr when it cannot run."""
-    args = parse(argv)
-    django_start()
-    with redis_started():
-        try:
-            run(args)
-        except EvaluationError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

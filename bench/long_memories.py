@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.evaluate import django_start  # noqa: E402
+from bench.evaluation_command import django_start  # noqa: E402
 from bench.synthetic_text import texts_generate  # noqa: E402
 
 if TYPE_CHECKING:
