@@ -183,7 +183,7 @@ def _request(
     timings: dict[str, float] = {}
     if kind == "search" and isinstance(data, dict):
         timings = data.get("timings_ms") or {}
-    # the Server-Timing header: app (in the hub), db, cpu (the request's thread)
+    # the Server-Timing header: app (in the hub), db, cpu, queue (the request's thread)
     timings = {**timings, **{f"http.{name}": ms for name, ms in api.server_timing.items()}}
     samples.requests.append((kind, time.perf_counter(), elapsed, timings))
 
@@ -215,7 +215,8 @@ def clients_figures(count: int, samples: list[Samples], start: float, end: float
         # before the web process's thread has it (the accept queue) and on the wire
         "write_server_ms": {
             name: summary([r[3][f"http.{name}"] for r in writes if f"http.{name}" in r[3]])
-            for name in ("app", "db", "cpu")
+            for name in ("app", "db", "cpu", "queue")
+            if any(f"http.{name}" in r[3] for r in writes)
         },
         "search_server_ms": server,
         "errors": len(errors),

@@ -154,7 +154,8 @@ def _concurrency(results: dict[str, Any]) -> None:
             f"k={level['k']}) per single write, {_f(level['seconds'])} s per row\n"
             f"  ms = HTTP round trip; write in hub = the writes' Server-Timing app (the "
             "rest of the round trip is before a web thread takes it), of it db = in its "
-            "database calls, cpu = its thread's CPU time (the rest waits: GIL, cores); "
+            "database calls, cpu = its thread's CPU time, core wait = its thread ready to run "
+            "but waiting for a core (the rest waits: GIL, locks); "
             "server = the searches' timings_ms (embed = the query's "
             "embedding, embed wait = the search waiting for it, slot wait = for a search "
             f"slot); targets at 10,000 with {targets['clients']} clients: >= "
@@ -175,7 +176,7 @@ def _concurrency(results: dict[str, Any]) -> None:
                     row["writes_per_second"], write["p50"], write["p95"], write["max"],
                     *[
                         ((row.get("write_server_ms") or {}).get(name) or {}).get("p95")
-                        for name in ("app", "db", "cpu")
+                        for name in ("app", "db", "cpu", "queue")
                     ],
                     server.get("total", {}).get("p50"), *p95, row["errors"],
                     row.get("foreign_cpu_cores"), row["load_average_before"][0],
@@ -184,6 +185,7 @@ def _concurrency(results: dict[str, Any]) -> None:
         headers = [
             "clients", "searches/s", "search p50", "search p95", "writes/s", "write p50",
             "write p95", "write max", "write in hub p95", "its db p95", "its cpu p95",
+            "its core wait p95",
             "server p50", "server p95", "embed p95",
             "embed wait p95", "slot wait p95", "errors", "other CPU", "load avg",
         ]  # fmt: skip

@@ -337,7 +337,11 @@ class QueryEmbeddingCache:
             if self._executor is None:
                 # a few threads: concurrent requests of one web process do not queue
                 # behind each other; torch's own threads do the parallel work
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="query-embedding")
+                from memories.services.search.threads import thread_priority_lower
+
+                self._executor = ThreadPoolExecutor(
+                    1, thread_name_prefix="query-embedding", initializer=thread_priority_lower
+                )
         return self._executor.submit(self.embed, provider, text)
 
 

@@ -74,12 +74,16 @@ def worker_process_setup(**kwargs: Any) -> None:
     from django.db import connections
 
     from memories.embeddings import torch_threads_set
+    from memories.services.search.threads import search_nice
 
     connections.close_all()  # never share the parent's database connection
     torch_threads_set(settings.EMBEDDING["TORCH_THREADS"] or None)
     # background work yields the CPU to the web processes on a shared machine: writes
-    # and searches must stay fast while a backlog is embedded
-    os.nice(settings.EMBEDDING["WORKER_NICE"])
+    # and searches must stay fast while a backlog is embedded. Searches run SEARCH_NICE
+    # below writes (search/threads.py): the worker's processes stay WORKER_NICE below
+    # them; its session, which the kernel weighs against the web's, WORKER_NICE below
+    # the web's (where writes and searches are one session, ranked inside it)
+    os.nice(min(19, search_nice() + settings.EMBEDDING["WORKER_NICE"]))
     autogroup_nice(settings.EMBEDDING["WORKER_NICE"])
     gc.freeze()  # the model's objects live as long as the process: never rescan them
 

@@ -117,11 +117,12 @@ class RequestLimitsMiddleware:
 
 
 class ServerTimingMiddleware:
-    """``Server-Timing: app;dur=<ms>, db;dur=<ms>, cpu;dur=<ms>``: the time from the
-    first middleware to the response (a streamed body's transfer excluded), the part of
-    it in this thread's database calls (each until the thread runs again), and this
-    thread's CPU time. What is left of ``app`` is waiting: for the GIL, for a core, for
-    a lock. Browsers' developer tools show the header."""
+    """``Server-Timing: app;dur=<ms>, db;dur=<ms>, cpu;dur=<ms>, queue;dur=<ms>``: the
+    time from the first middleware to the response (a streamed body's transfer
+    excluded), the part of it in this thread's database calls (each until the thread
+    runs again), this thread's CPU time, and how long it was ready to run but waited for
+    a core (Linux). What is left of ``app`` is waiting: for the GIL, for a core, for a
+    lock. Browsers' developer tools show the header."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -136,14 +137,26 @@ class ServerTimingMiddleware:
             finally:
                 database[0] += time.perf_counter() - started
 
-        started, cpu = time.perf_counter(), time.thread_time()
+        started, cpu, queued = time.perf_counter(), time.thread_time(), _queued()
         with connection.execute_wrapper(timed):
             response = self.get_response(request)
         app, cpu = time.perf_counter() - started, time.thread_time() - cpu
-        response["Server-Timing"] = (
-            f"app;dur={app * 1000:.1f}, db;dur={database[0] * 1000:.1f}, cpu;dur={cpu * 1000:.1f}"
-        )
+        timing = f"app;dur={app * 1000:.1f}, db;dur={database[0] * 1000:.1f}"
+        timing += f", cpu;dur={cpu * 1000:.1f}"
+        if queued is not None and (now := _queued()) is not None:
+            timing += f", queue;dur={(now - queued) * 1000:.1f}"
+        response["Server-Timing"] = timing
         return response
+
+
+def _queued() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a core (Linux's
+    schedstat; None elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class ServiceOutageMiddleware:

@@ -369,6 +369,11 @@ EMBEDDING: dict[str, Any] = {
 SEARCH_CONCURRENCY = env_int(
     "SEARCH_CONCURRENCY", max(1, (os.cpu_count() or 1) // max(1, env_int("WEB_WORKERS", 2)))
 )
+# searches run on threads of their own, this many nice levels below writes, and so do
+# their connections' backends in the embedded PostgreSQL (0: on the request's thread, at
+# its priority; Linux), so a write runs at once on cores busy with searches
+# (memories/services/search/threads.py, BENCHMARKS.md)
+SEARCH_NICE = env_int("SEARCH_NICE", 10)
 # a web process keeps a verified API key (with its project) and the row ids of the users
 # and rooms searches name for this long (0: read them with every request): a key
 # revoked or a project's settings changed elsewhere apply in it within that time, at

@@ -43,7 +43,7 @@ def django_db_modify_db_settings(redis_server: embedded.EmbeddedRedis | None) ->
 
 @pytest.fixture(autouse=True)
 def vector_lanes_closed() -> Iterator[None]:
-    """A search's vector lane keeps its threads' connections open between searches:
+    """A search's threads and its vector lane keep their connections open between searches:
     closed after each test, or the test database could not be flushed or dropped. The
     binary codes a search loaded into the process, and the mean lengths and the
     embedding space it kept, are forgotten too (the next test's database is another)."""
@@ -52,8 +52,10 @@ def vector_lanes_closed() -> Iterator[None]:
     from memories.services.search.keyword import mean_lengths_clear
     from memories.services.search.lane import vector_lanes_close
     from memories.services.search.query_embedding import query_spaces_forget
+    from memories.services.search.slots import search_threads_close
 
     vector_lanes_close()
+    search_threads_close()
     codes_clear()
     mean_lengths_clear()
     query_spaces_forget()

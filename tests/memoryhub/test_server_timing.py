@@ -1,10 +1,12 @@
-"""Every response carries Server-Timing: the hub's time, its database part, its CPU."""
+"""Every response carries Server-Timing: the hub's time, its database part, its CPU and
+(Linux) its wait for a core."""
 
 import re
+import sys
 
 from bench.client import server_timing
 
-HEADER = re.compile(r"^app;dur=[0-9.]+, db;dur=[0-9.]+, cpu;dur=[0-9.]+$")
+HEADER = re.compile(r"^app;dur=[0-9.]+, db;dur=[0-9.]+, cpu;dur=[0-9.]+(, queue;dur=[0-9.]+)?$")
 
 
 def test_a_write_says_its_time_its_database_part_and_its_cpu(owner):
@@ -17,6 +19,8 @@ def test_a_write_says_its_time_its_database_part_and_its_cpu(owner):
     # it wrote to the database, within the time the whole request took
     assert 0 < timing["db"] <= timing["app"]
     assert timing["cpu"] > 0
+    if sys.platform == "linux":  # the thread's wait for a core, from its schedstat
+        assert 0 <= timing["queue"] <= timing["app"]
 
 
 def test_a_refused_request_has_it_too(anonymous, db):

@@ -15,28 +15,26 @@ the overlap saves. Not while other searches of the process wait for a slot: then
 cores have other work and overlap saves nothing. Never inside a transaction (a
 test's, or a command's): the lane's connection could not see its uncommitted rows.
 The lane's threads (one per search slot of the process, see slots.py) keep their
-connections between searches, as the request threads do.
+connections between searches, as the request threads do, and run below the priority
+of writes (threads.py).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from memories.services.search.slots import searches_waiting
+from memories.services.search.threads import StepThreads
 
 T = TypeVar("T")
 
-_lock = threading.Lock()
-_tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] | None = None
-_threads: list[threading.Thread] = []
+# one thread per search slot of the process (slots.py)
+_lanes = StepThreads("vector-lane", lambda: int(settings.SEARCH_CONCURRENCY))
 
 
 def vector_lane_applies(size: int) -> bool:
@@ -49,50 +47,10 @@ def vector_lane_applies(size: int) -> bool:
 
 def vector_lane_submit(step: Callable[[], T]) -> Future[tuple[T, float]]:
     """``step`` run in the lane: its result and its milliseconds."""
-    done: Future[tuple[T, float]] = Future()
-    _tasks_get().put((step, done))
-    return done
+    return _lanes.submit(step)
 
 
 def vector_lanes_close() -> None:
     """Stop the lane's threads, each closing its database connection (a test database
     cannot be dropped while a session uses it); the next search starts them again."""
-    global _tasks
-    with _lock:
-        tasks, threads, _tasks = _tasks, list(_threads), None
-        _threads.clear()
-    if tasks is None:
-        return
-    for _ in threads:
-        tasks.put(None)  # each thread takes one and stops
-    for thread in threads:
-        thread.join()
-
-
-def _tasks_get() -> queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]:
-    global _tasks
-    with _lock:
-        if _tasks is None:
-            _tasks = queue.SimpleQueue()
-            for number in range(max(1, int(settings.SEARCH_CONCURRENCY))):
-                thread = threading.Thread(
-                    target=_serve, args=(_tasks,), name=f"vector-lane-{number}", daemon=True
-                )
-                thread.start()
-                _threads.append(thread)
-        return _tasks
-
-
-def _serve(tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]) -> None:
-    try:
-        while (task := tasks.get()) is not None:
-            step, done = task
-            # a connection broken since the last search (a restarted server) is replaced
-            close_old_connections()
-            start = time.perf_counter()
-            try:
-                done.set_result((step(), (time.perf_counter() - start) * 1000))
-            except BaseException as error:  # the search's thread re-raises it
-                done.set_exception(error)
-    finally:
-        connection.close()
+    _lanes.close()

@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from typing import ParamSpec, Protocol, TypeVar
 
 from django.conf import settings
+from django.db import connection
+
+from memories.services.search.threads import StepThreads, search_nice
 
 
 class Timed(Protocol):
@@ -94,15 +97,30 @@ def search_slot(timings: dict[str, float]) -> Iterator[None]:
         slots.release()
 
 
+# the threads searches run on below writes' priority, one per slot (threads.py)
+_searches = StepThreads("search", lambda: int(settings.SEARCH_CONCURRENCY))
+
+
+def search_threads_close() -> None:
+    """Stop the searches' threads, closing their connections (tests)."""
+    _searches.close()
+
+
 def slotted(function: Callable[P, R]) -> Callable[P, R]:
-    """``function`` run in a search slot; its result's timings_ms gain ``search_wait``,
-    which its ``total`` then includes."""
+    """``function`` run in a search slot, on one of the slots' lowered threads when
+    SEARCH_NICE is set (threads.py; on the caller's thread inside a transaction, whose
+    uncommitted rows another connection could not see); its result's timings_ms gain
+    ``search_wait``, which its ``total`` then includes."""
 
     @functools.wraps(function)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         waited: dict[str, float] = {}
         with search_slot(waited):
-            result = function(*args, **kwargs)
+            if waited and search_nice() and not connection.in_atomic_block:
+                step = functools.partial(function, *args, **kwargs)
+                result = _searches.submit(step).result()[0]
+            else:
+                result = function(*args, **kwargs)
         if waited:
             result.timings_ms.update(waited)
             if "total" in result.timings_ms:

@@ -23,6 +23,14 @@ from tests.conftest import embed_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def searches_on_this_thread(settings):
+    """Searches stay on the test's thread, whose queries _search captures (outside a
+    transaction they would run on a search thread: search/threads.py)."""
+    settings.SEARCH_NICE = 0
+
+
 # every user set goes through the compact scan, with its codes in the process
 CACHED = {"COMPACT_SCAN_MIN_ROWS": 0, "EXACT_SCAN_MAX_ROWS": 0, "CODES_MIN_ROWS": 0}
 
