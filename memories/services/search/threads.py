@@ -50,20 +50,20 @@ def search_nice() -> int:
 
 
 def thread_priority_lower() -> None:
-    """Lower the calling thread's priority by SEARCH_NICE, once."""
+    """Set the calling thread's nice level to SEARCH_NICE above its process's (its main
+    thread's), once. Absolute, not relative: a thread started by a lowered thread (the
+    vector lane's and the query embedding's, started by a search) inherits its level."""
     amount = search_nice()
     if not amount or getattr(_local, "lowered", False):
         return
     _local.lowered = True
-    _priority_lower(threading.get_native_id(), amount)
-
-
-def _priority_lower(pid: int, amount: int) -> None:
+    thread = threading.get_native_id()
     try:
-        now = os.getpriority(os.PRIO_PROCESS, pid)
-        os.setpriority(os.PRIO_PROCESS, pid, min(19, now + amount))
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + amount)
+        if os.getpriority(os.PRIO_PROCESS, thread) < target:
+            os.setpriority(os.PRIO_PROCESS, thread, target)
     except OSError as error:  # e.g. a sandbox that forbids it: searches run as before
-        logger.debug("could not lower the priority of thread %s: %s", pid, error)
+        logger.debug("could not lower the priority of thread %s: %s", thread, error)
 
 
 class StepThreads:

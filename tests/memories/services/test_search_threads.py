@@ -52,6 +52,21 @@ def test_a_step_runs_lowered_on_its_own_thread_and_connection(settings, db):
     assert nice == min(19, _nice() + 4)  # this thread is where it was
 
 
+def test_a_lowered_thread_started_by_a_lowered_thread_is_not_lowered_twice(settings, db):
+    # a search's thread starts the vector lane's and the query embedding's: they inherit
+    # its level, and lowering them again would put them at the bottom
+    settings.SEARCH_NICE = 4
+    outer, inner = StepThreads("outer", lambda: 1), StepThreads("inner", lambda: 1)
+    try:
+        step = outer.submit(lambda: inner.submit(_nice).result(5)[0])
+        nice, _ = step.result(5)
+    finally:
+        inner.close()
+        outer.close()
+
+    assert nice == min(19, _nice() + 4)
+
+
 def test_a_failing_step_raises_in_the_submitting_thread(settings, db):
     threads = StepThreads("probe", lambda: 1)
     try:
