@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.client import Api, ApiError
 from bench.phases import Bench
+from bench.tables import table
 
 DOCUMENT_PHASES = ("documents",)
 PAGES = 200
@@ -204,8 +205,6 @@ def bare_model_on_chunks(bench: Bench, chunks: list[str]) -> dict[str, Any]:
 
 def documents_report(results: dict[str, Any]) -> None:
     """The documents phase's lines of the console report."""
-    from bench.report import table  # bench/report.py imports this module
-
     figures = results.get("documents")
     if not figures:
         return
