@@ -115,8 +115,10 @@ def slotted(function: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(function)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         waited: dict[str, float] = {}
+        # the search threads are as many as the slots: with no bound (0), none
+        threaded = int(settings.SEARCH_CONCURRENCY) > 0 and search_nice()
         with search_slot(waited):
-            if waited and search_nice() and not connection.in_atomic_block:
+            if threaded and not connection.in_atomic_block:
                 step = functools.partial(function, *args, **kwargs)
                 result = _searches.submit(step).result()[0]
             else:

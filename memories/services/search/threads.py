@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_local = threading.local()
-
 
 def search_nice() -> int:
     """How far searches' threads are lowered (0: not at all, nor on threads of their
@@ -51,12 +49,10 @@ def search_nice() -> int:
 
 def thread_priority_lower() -> None:
     """Set the calling thread's nice level to SEARCH_NICE above its process's (its main
-    thread's), once. Absolute, not relative: a thread started by a lowered thread (the
-    vector lane's and the query embedding's, started by a search) inherits its level."""
-    amount = search_nice()
-    if not amount or getattr(_local, "lowered", False):
+    thread's). Absolute, not relative: a thread started by a lowered thread (the vector
+    lane's and the query embedding's, started by a search) inherits its level."""
+    if not (amount := search_nice()):
         return
-    _local.lowered = True
     thread = threading.get_native_id()
     try:
         target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + amount)
