@@ -22,6 +22,7 @@ from django.conf import settings
 from memories.config import SearchSettings
 from memories.models import EmbeddingSpace, Project
 from memories.services.configuration import project_settings_get
+from memories.services.search.count import Counted, filtered_count
 from memories.services.search.filters import SearchFilters
 from memories.services.search.keyword import keyword_candidates
 from memories.services.search.lane import vector_lane_applies, vector_lane_submit
@@ -38,7 +39,6 @@ from memories.services.search.ranking import (
 from memories.services.search.slots import slotted
 from memories.services.search.vector import (
     VectorSignal,
-    collection_size_get,
     neighbours_and_distances,
     vector_signal_get,
 )
@@ -97,8 +97,12 @@ def memory_search(
     # started first, so the query is embedded while PostgreSQL runs the queries up to
     # the vector candidates
     started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding, space)
+    keyword = bool(query) and mode != SearchMode.VECTOR
     with _timed(timings, "count"):  # BM25 and the choice of an exact vector scan need it
-        size = collection_size_get(project=project, filters=filters)
+        counted = filtered_count(
+            project=project, filters=filters, text=query if keyword else None
+        )  # with the query's words: one statement
+    size = counted.size
     lane = None
     if started is not None and query and mode != SearchMode.VECTOR and vector_lane_applies(size):
         # the vector step on its own thread and connection meanwhile (lane.py)
@@ -107,20 +111,24 @@ def memory_search(
             size=size, distance_ids=[], linked=set() if mode == SearchMode.AUTO else None,
             aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
         ))  # fmt: skip
-    if query and mode != SearchMode.VECTOR:
+    # a vector step after the keyword step (not in the lane) reads the keyword
+    # candidates' neighbouring turns in its own statement: one round trip less
+    in_sequence = lane is None and started is not None
+    if keyword and query:
         _keyword_signal(pool, project=project, query=query, filters=filters, limit=limit,
-                        size=size, mode=mode, policy=policy, timings=timings,
-                        link_limit=link_limit)  # fmt: skip
+                        counted=counted, mode=mode, policy=policy, timings=timings,
+                        link_limit=link_limit, neighbours=not in_sequence)  # fmt: skip
     if lane is not None and started is not None:
         _lane_join(lane, pool, started=started, project=project, filters=filters,
                    aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
     elif started is not None:  # after the keyword step: its candidates' distances too
         with _timed(timings, "vector"):
+            auto = mode == SearchMode.AUTO
             signal = _vector_signal(
                 started=started, project=project, filters=filters, limit=limit, size=size,
-                distance_ids=pool.unscored(),
-                linked=pool.linked if mode == SearchMode.AUTO else None,
+                distance_ids=pool.unscored(), linked=pool.linked if auto else None,
                 aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
+                link_ids=pool.ids()[:link_limit] if auto else [],
             )  # fmt: skip
             pool.add_signal(signal)
     with _timed(timings, "rank"):
@@ -157,20 +165,21 @@ def _keyword_signal(
     query: str,
     filters: SearchFilters,
     limit: int,
-    size: int,
+    counted: Counted,
     mode: str,
     policy: SearchSettings,
     timings: dict[str, float],
     link_limit: int | None = None,
+    neighbours: bool = True,
 ) -> None:
-    """The keyword candidates into the pool and, in auto mode, the neighbouring turns of
-    the first ``link_limit`` of them (None: all)."""
+    """The keyword candidates into the pool and, in auto mode with ``neighbours``, the
+    neighbouring turns of the first ``link_limit`` of them (None: all)."""
     with _timed(timings, "keyword"):
         pool.add_keyword(keyword_candidates(
-            project=project, text=query, filters=filters, limit=limit, collection_size=size,
-            policy=policy,
+            project=project, text=query, filters=filters, limit=limit,
+            collection_size=counted.size, policy=policy, words=counted.words,
         ))  # fmt: skip
-    if mode == SearchMode.AUTO and pool.candidates:
+    if neighbours and mode == SearchMode.AUTO and pool.candidates:
         with _timed(timings, "neighbours"):
             first = pool.ids()[:link_limit]  # None: all
             pool.link(*message_neighbours(project=project, filters=filters, ids=first))
@@ -211,13 +220,14 @@ def _vector_signal(
     aggregate: str,
     timings: dict[str, float],
     link_limit: int | None = None,
+    link_ids: list[Any] | None = None,
 ) -> VectorSignal:
     """The vector step, once the query's vector is there (see vector_signal_get)."""
     query_vector = started.wait(timings)
     return vector_signal_get(
         project=project, space=started.space, query=query_vector, filters=filters,
         limit=limit, collection_size=size, distance_ids=distance_ids, linked=linked,
-        aggregate=aggregate, link_limit=link_limit,
+        aggregate=aggregate, link_limit=link_limit, link_ids=link_ids,
     )  # fmt: skip
 
 

@@ -158,10 +158,11 @@ def compact_vector_candidates(
     size: int,
     aggregate: str = "mean",
     link_limit: int | None = None,
+    link_ids: list[Any] | None = None,
 ) -> VectorSignal | None:
     """The ``limit`` nearest memories of the user the filters name, with the links of
-    those not in ``link_known`` (None: no links) and the distances of ``distance_ids``
-    and of those neighbours, in one round trip: a VectorSignal, or None when the
+    those not in ``link_known`` (None: no links) and of ``link_ids``, the distances of
+    ``distance_ids`` and of those neighbours, in one round trip: a VectorSignal, or None when the
     shortlist was full and fewer than ``limit`` of its memories passed the filters.
     An owner of ``size`` rows whose codes the process holds (codes.py) has its
     shortlist found here and sent with the query."""
@@ -185,7 +186,7 @@ def compact_vector_candidates(
                 **params, **links_params, **cached, "query_vector": vector_literal(query),
                 "shortlist": shortlist, "limit": limit, "link_known": id_array(link_known or []),
                 "with_links": link_known is not None, "distance_ids": id_array(distance_ids),
-                "link_limit": link_limit,
+                "link_limit": link_limit, "link_ids": id_array(link_ids or []),
             },
         )  # fmt: skip
         signal, scanned, delta = _signal_read(cursor.fetchall())

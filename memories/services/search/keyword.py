@@ -28,6 +28,17 @@ from memories.services.search.kept import set_key
 
 DOCUMENT = keyword_document_sql("m")  # what the GIN index memory_keyword_gin holds
 
+# a query's words: each lexeme with its share of memories_memory rows per ANALYZE's
+# most-common-lexeme statistics (None: not among them, so rarer than all of them)
+QueryWords = list[tuple[str, float | None]]
+
+# the columns query_words_read reads: the text's lexemes and the table's last ANALYZE
+QUERY_WORDS_COLUMNS = f"""
+    tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %(text)s)),
+    (SELECT greatest(last_analyze, last_autoanalyze) FROM pg_stat_user_tables
+     WHERE relid = 'memories_memory'::regclass)
+"""
+
 # The rows that hold query words: one SELECT per branch of the UNION, so the planner
 # sees each tsquery; ``{branch}`` names each branch's parameters.
 MATCHING_SQL = """(
@@ -92,9 +103,11 @@ def keyword_candidates(
     limit: int,
     collection_size: int,
     policy: SearchSettings,
+    words: QueryWords | None = None,
 ) -> list[tuple[Any, float]]:
     """(memory id, BM25 score) of memories sharing words with ``text``, best first,
-    over the filtered set of ``collection_size`` rows (see ``collection_size_get``).
+    over the filtered set of ``collection_size`` rows (see ``collection_size_get``);
+    ``words``: the text's, if read already (count.py).
 
     A filtered set of up to KEYWORD_MAX_MATCHES rows gets exact BM25 over every row
     holding a query word. In a larger one only that many rows are read: every row
@@ -109,7 +122,7 @@ def keyword_candidates(
     list (a bitmap is built whole before a LIMIT applies: 11 ms for a name found in
     31,000 of a user's 100,000 memories).
     """
-    words = _query_words(text)
+    words = query_words(text) if words is None else words
     if not words:
         return []
     budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
@@ -192,19 +205,15 @@ def mean_lengths_clear() -> None:
     _mean_lengths.clear()
 
 
-def _query_words(text: str) -> list[tuple[str, float | None]]:
-    """The query's lexemes, each with its share of memories_memory rows per ANALYZE's
-    most-common-lexeme statistics (None: not among them, so rarer than all of them)."""
+def query_words(text: str) -> QueryWords:
+    """The query's words (count.py reads them with the filtered set's size instead)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %(text)s)),
-                   (SELECT greatest(last_analyze, last_autoanalyze) FROM pg_stat_user_tables
-                    WHERE relid = 'memories_memory'::regclass)
-            """,
-            {"text": text},
-        )
-        lexemes, analyzed = cursor.fetchone()
+        cursor.execute(f"SELECT {QUERY_WORDS_COLUMNS}", {"text": text})
+        return query_words_read(*cursor.fetchone())
+
+
+def query_words_read(lexemes: list[str], analyzed: Any) -> QueryWords:
+    """QUERY_WORDS_COLUMNS' values as the query's words."""
     shares = _lexeme_shares(analyzed)
     return [(lexeme, shares.get(lexeme)) for lexeme in lexemes]
 

@@ -3,12 +3,13 @@ candidate, and only the winners are loaded whole."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
-from memories.models import Memory
+from memories.models import Agent, EndUser, Memory, Room
 from memories.services.search.filters import id_array
 from memories.services.search.ranking import Ranked, RankingFacts
 
@@ -49,13 +50,36 @@ def winners_load(
     that loading a context's ~80 winners took (four dates and three JSON values a
     row, parsed in Python)."""
     winners = ranked[: k + SPARE_WINNERS]
-    loaded = Memory.objects.with_external_ids()
-    if fields is not None:
-        loaded = loaded.only(*fields)
-    memories = loaded.in_bulk([item.memory_id for item in winners])
+    loaded = Memory.objects.raw(_winners_sql(fields), [id_array([w.memory_id for w in winners])])
+    memories = {memory.pk: memory for memory in loaded}
     hits = [
         SearchHit(memories[item.memory_id], item.score, item.similarity, item.explain)
         for item in winners
         if item.memory_id in memories
     ]
     return hits[:k]
+
+
+@functools.cache
+def _winners_sql(fields: tuple[str, ...] | None) -> str:
+    """The winners' statement: ``fields`` (None: all but the generated full-text
+    document, which no output shows and which is longer than a long text) and the
+    external ids Memory.objects.with_external_ids() annotates. Written once per set of
+    fields: composing it through the ORM was ~0.3 of the ~1.4 ms of a search's load
+    (BENCHMARKS.md); the fields not read are deferred, as with ``only``."""
+    meta = Memory._meta
+    if fields is None:
+        columns = [f.column for f in meta.concrete_fields if f.name != "search_vector"]
+    else:
+        named = {f.name: f.column for f in meta.concrete_fields}
+        columns = [meta.pk.column, *(named[name] for name in fields)]
+    selected = ", ".join(f"m.{column}" for column in dict.fromkeys(columns))
+    return f"""
+        SELECT {selected}, u.external_id AS user_external_id,
+               r.external_id AS room_external_id, a.external_id AS agent_external_id
+        FROM {meta.db_table} m
+        LEFT JOIN {EndUser._meta.db_table} u ON u.id = m.end_user_id
+        LEFT JOIN {Room._meta.db_table} r ON r.id = m.room_id
+        LEFT JOIN {Agent._meta.db_table} a ON a.id = m.agent_id
+        WHERE m.id = ANY(%s::uuid[])
+    """

@@ -15,10 +15,13 @@ from memories.models import Memory, Project
 from memories.services.search.filters import SearchFilters, id_array
 
 # links_sql's clause for the rows of a ``nearest`` CTE whose links are not known yet,
-# among its first ``link_limit`` rows (NULL: all of them)
+# among its first ``link_limit`` rows (NULL: all of them), and the rows given in
+# ``link_ids`` (another signal's: the keyword candidates' links come with the vector
+# step's statement instead of one of their own)
 NEAREST_UNLINKED = (
-    "c.id IN (SELECT id FROM (SELECT id FROM nearest ORDER BY distance LIMIT %(link_limit)s)"
-    " first WHERE NOT id = ANY(%(link_known)s::uuid[]))"
+    "c.id IN (SELECT unnest(%(link_ids)s::uuid[]) UNION SELECT id FROM ("
+    "SELECT id FROM nearest ORDER BY distance LIMIT %(link_limit)s"
+    ") first WHERE NOT id = ANY(%(link_known)s::uuid[]))"
 )
 # links_sql's size columns, and as many NULLs for the other rows of a UNION beside them
 LINK_SIZES = "bytes, previous_bytes, following_bytes"

@@ -7,7 +7,6 @@ several windows, memories.models.Embedding) and its windows' distances aggregate
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +15,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
-from memories.services.kept import Kept
+from memories.services.search.count import collection_size_get
 from memories.services.search.filters import SearchFilters, id_array
-from memories.services.search.kept import set_key
 from memories.services.search.neighbours import (
     LINK_SIZES,
     NEAREST_UNLINKED,
@@ -48,50 +46,6 @@ def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
 
-def filtered_size(project: Project, filters: SearchFilters, cap: int) -> int:
-    """How many memories pass the filters, counted up to ``cap + 1``."""
-    where, params = filters.sql(project)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {where} LIMIT %(cap)s) s",
-            {**params, "cap": cap + 1},
-        )
-        return int(cursor.fetchone()[0])
-
-
-def collection_size_get(*, project: Project, filters: SearchFilters) -> int:
-    """How many memories pass the filters: counted up to the keyword query's budget
-    (KEYWORD_MAX_MATCHES), past it the planner's estimate (at least the budget + 1),
-    which is close enough to choose between an exact scan and the index. Counting a
-    large set exactly costs more than the search it serves. A large set's estimate is
-    kept for LARGE_SIZE_SECONDS in the process (an agent searches the same user turn
-    after turn, and the count and the EXPLAIN were ~2.5 ms of each search of a user
-    of 9,000 at 1M memories); a small set is counted every time (its count is BM25's
-    exact collection size)."""
-    cap = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
-    key = set_key(project, filters)
-    if (kept := _large_sizes.get(key)) is not None:
-        return kept
-    size = filtered_size(project, filters, cap)
-    if size <= cap:
-        return size
-    where, params = filters.sql(project)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memories_memory m WHERE {where}", params
-        )
-        plan = cursor.fetchone()[0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    size = max(size, int(plan[0]["Plan"]["Plan Rows"]))
-    _large_sizes.put(key, size)
-    return size
-
-
-# large filtered sets' estimated sizes
-LARGE_SIZE_SECONDS = 30.0
-_large_sizes: Kept[int] = Kept(LARGE_SIZE_SECONDS)
-
-
 def exact_scan_max_rows() -> int:
     return int(settings.RETRIEVAL["EXACT_SCAN_MAX_ROWS"])
 
@@ -113,10 +67,12 @@ def vector_signal_get(
     distance_ids: list[Any],
     aggregate: str = "mean",
     link_limit: int | None = None,
+    link_ids: list[Any] | None = None,
 ) -> VectorSignal:
     """The ``limit`` nearest memories; the neighbours of those of the first
-    ``link_limit`` (None: all) not in ``linked``
-    (None: no neighbours wanted); the distances of ``distance_ids`` and of those
+    ``link_limit`` (None: all) not in ``linked`` (None: no neighbours wanted), and of
+    ``link_ids`` (another signal's candidates: their links come in the same statement);
+    the distances of ``distance_ids`` and of those
     neighbours. An exact scan does it in one round trip, the index in two or three.
     A memory's distance is the ``aggregate`` (mean or max similarity) of its windows'.
     One user's set of more than a few rows goes through the compact scan (compact.py)
@@ -130,7 +86,7 @@ def vector_signal_get(
         signal = compact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
             link_known=link_known, distance_ids=distance_ids, size=collection_size,
-            aggregate=aggregate, link_limit=link_limit,
+            aggregate=aggregate, link_limit=link_limit, link_ids=link_ids or [],
         )  # fmt: skip
         if signal is not None:
             return signal
@@ -139,7 +95,7 @@ def vector_signal_get(
         return exact_vector_candidates(
             project=project, space=space, query=query, filters=filters, limit=limit,
             link_known=link_known, distance_ids=distance_ids, aggregate=aggregate,
-            link_limit=link_limit,
+            link_limit=link_limit, link_ids=link_ids or [],
         )  # fmt: skip
     nearest = index_vector_candidates(
         project=project, space=space, query=query, filters=filters, limit=limit,
@@ -148,13 +104,14 @@ def vector_signal_get(
     found = {memory_id for memory_id, _ in nearest}
     # the nearest rows' neighbours; the neighbours' own neighbours are not wanted
     first = nearest[:link_limit]  # None: all
-    link_ids = [m for m, _ in first if m not in linked] if linked is not None else []
+    unlinked = [m for m, _ in first if m not in linked] if linked is not None else []
+    wanted = list(dict.fromkeys([*(link_ids or []), *unlinked]))
     unscored = [memory_id for memory_id in distance_ids if memory_id not in found]
-    if not (link_ids or unscored):
+    if not (wanted or unscored):
         return VectorSignal(nearest, {}, {})
     around = neighbours_and_distances(
         project=project, filters=filters, space=space, query=query,
-        link_ids=link_ids, distance_ids=unscored, aggregate=aggregate,
+        link_ids=wanted, distance_ids=unscored, aggregate=aggregate,
     )  # fmt: skip
     return VectorSignal(nearest, around.links, around.distances, around.sizes)
 
@@ -354,6 +311,7 @@ def exact_vector_candidates(
     distance_ids: list[Any],
     aggregate: str = "mean",
     link_limit: int | None = None,
+    link_ids: list[Any] | None = None,
 ) -> VectorSignal:
     """The nearest memories by an exact scan of a small filtered set, with
     ``neighbours_and_distances`` for the result, in one round trip.
@@ -364,7 +322,8 @@ def exact_vector_candidates(
     rows with the default work_mem).
     It computes every filtered row's distance anyway, so the distances the ranking
     needs (keyword candidates', neighbours') come from it for free. Links are looked
-    up for the nearest rows not in ``link_known``; ``None``: no links.
+    up for the nearest rows not in ``link_known`` and for ``link_ids``; ``None``: no
+    links.
     """
     where, params = filters.sql(project)
     links, links_params = links_sql(project, filters, ids=NEAREST_UNLINKED)
@@ -378,6 +337,7 @@ def exact_vector_candidates(
                 **params, **links_params, "query_vector": vector_literal(query), "limit": limit,
                 "link_known": id_array(link_known or []), "with_links": link_known is not None,
                 "distance_ids": id_array(distance_ids), "link_limit": link_limit,
+                "link_ids": id_array(link_ids or []),
             },
         )  # fmt: skip
         signal = VectorSignal([], {}, {})

@@ -11,8 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from memories.config import SearchSettings
 from memories.models import EndUser, Memory, content_hash, keyword_document_sql, keyword_owner_token
 from memories.services.search import SearchFilters, memory_search
+from memories.services.search.count import collection_size_get
 from memories.services.search.keyword import keyword_candidates
-from memories.services.search.vector import collection_size_get
 
 
 def remember(project, user, *texts):
@@ -220,18 +220,18 @@ def test_a_large_sets_mean_length_is_read_once_then_kept(owner, settings):
 @pytest.mark.django_db(transaction=True)  # as a search runs: not inside a transaction
 def test_the_lexeme_statistics_are_read_once_per_analyze(owner):
     # (a transaction sees the table's statistics counters as at its first read of them)
-    from memories.services.search.keyword import _query_words
+    from memories.services.search.keyword import query_words
 
     remember(owner.project, "alice", *[f"The weather was fine, note {n}" for n in range(20)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
-    assert dict(_query_words("weather ferry"))["weather"] > 0.5
+    assert dict(query_words("weather ferry"))["weather"] > 0.5
     with CaptureQueriesContext(connection) as queries:
-        words = dict(_query_words("weather ferry"))
+        words = dict(query_words("weather ferry"))
     assert len(queries) == 1 and words["ferri"] is None  # the statistics kept ("ferri": the stem)
     remember(owner.project, "alice", *[f"The ferry left, note {n}" for n in range(40)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
     with CaptureQueriesContext(connection) as queries:
-        words = dict(_query_words("weather ferry"))
+        words = dict(query_words("weather ferry"))
     assert len(queries) == 2 and words["ferri"] > 0.5  # read again after the ANALYZE

@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 
 from memories.models import EmbeddingSpace, EndUser, Memory, Project
 from memories.services.search import SearchFilters
-from memories.services.search.vector import collection_size_get, vector_signal_get
+from memories.services.search.count import collection_size_get
+from memories.services.search.vector import vector_signal_get
 
 DIMENSION = 32
 USER_ROWS = 150  # memories of the user searched

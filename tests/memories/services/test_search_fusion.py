@@ -2,10 +2,11 @@
 larger than search.neighbour_max_bytes is ranked on its own text."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.fusion import neighbour_fusion
-from memories.services.search.neighbours import message_neighbours
 from memories.services.search.query_embedding import query_embedding_start
 from memories.services.search.vector import vector_signal_get
 from tests.conftest import embed_pending
@@ -111,17 +112,21 @@ def test_the_keyword_candidates_neighbours_are_looked_up_for_the_first_only(
     trips, settings, monkeypatch
 ):
     """RETRIEVAL_LINKED_BEYOND_K: the first k + N keyword candidates are linked to their
-    neighbouring turns, not all of them (-1: all)."""
+    neighbouring turns, not all of them (-1: all). With the vector step after the
+    keyword step, their links come in its statement."""
     import memories.services.search as search
 
     tenant, filters = trips
     asked: list[list] = []
+    vector_step = search.vector_signal_get
 
     def spy(**kwargs):
-        asked.append(list(kwargs["ids"]))
-        return message_neighbours(**kwargs)
+        asked.append(list(kwargs["link_ids"]))
+        signal = vector_step(**kwargs)
+        assert set(kwargs["link_ids"]) <= set(signal.links)  # each one's links came
+        return signal
 
-    monkeypatch.setattr(search, "message_neighbours", spy)
+    monkeypatch.setattr(search, "vector_signal_get", spy)
     for beyond, linked in ((1, 3), (-1, 8)):  # k 2: 8 candidates of the 12 turns
         settings.RETRIEVAL = {**settings.RETRIEVAL, "LINKED_BEYOND_K": beyond}
         asked.clear()
@@ -130,6 +135,28 @@ def test_the_keyword_candidates_neighbours_are_looked_up_for_the_first_only(
         )
         assert len(result.hits) == 2
         assert len(asked[0]) == linked, beyond
+
+
+def test_a_small_sets_auto_search_reads_the_words_and_the_neighbours_with_other_statements(
+    trips,
+):
+    """The query's words come with the filtered set's count, the keyword candidates'
+    neighbouring turns with the vector step's exact scan: four statements in all (count,
+    keyword, vector, the winners), and what they found is what separate ones found."""
+    tenant, filters = trips
+    memory_search(project=tenant.project, query="kayak", mode="auto", k=3, filters=filters)
+    with CaptureQueriesContext(connection) as captured:
+        result = memory_search(
+            project=tenant.project, query="kayak trip miles", mode="auto", k=3, filters=filters
+        )
+    statements = [" ".join(query["sql"].split()) for query in captured.captured_queries]
+    # (ANALYZE's lexeme statistics are read once per ANALYZE: none has run here)
+    statements = [sql for sql in statements if "FROM pg_stats" not in sql]
+    assert len(statements) == 4, statements
+    assert "count(*)" in statements[0] and "tsvector_to_array" in statements[0]
+    assert "unnest(ARRAY[" in statements[2] or "unnest('{" in statements[2]  # the link ids
+    assert len(result.hits) == 3
+    assert all(hit.explain == {} for hit in result.hits)
 
 
 @pytest.mark.parametrize("link_limit, linked", [(3, 3), (None, 8)])

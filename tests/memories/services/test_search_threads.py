@@ -29,13 +29,13 @@ def _memory(project, user, content):
 def recorded_threads(monkeypatch):
     """The name and nice level of the thread each search counted its candidates on."""
     seen: list[tuple[str, int]] = []
-    count = search_package.collection_size_get
+    count = search_package.filtered_count
 
     def recorded(**kwargs):
         seen.append((threading.current_thread().name, _nice()))
         return count(**kwargs)
 
-    monkeypatch.setattr(search_package, "collection_size_get", recorded)
+    monkeypatch.setattr(search_package, "filtered_count", recorded)
     return seen
 
 
