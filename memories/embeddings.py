@@ -335,12 +335,18 @@ class QueryEmbeddingCache:
             return done
         with self._lock:
             if self._executor is None:
-                # a few threads: concurrent requests of one web process do not queue
-                # behind each other; torch's own threads do the parallel work
-                from memories.services.search.threads import thread_priority_lower
+                # one thread, below the searches' own (search/threads.py): a process's
+                # queries are embedded one at a time, the model's threads do the rest
+                from memories.services.search.threads import (
+                    EMBEDDING_BELOW_SEARCH,
+                    thread_priority_lower,
+                )
 
                 self._executor = ThreadPoolExecutor(
-                    1, thread_name_prefix="query-embedding", initializer=thread_priority_lower
+                    1,
+                    thread_name_prefix="query-embedding",
+                    initializer=thread_priority_lower,
+                    initargs=(EMBEDDING_BELOW_SEARCH,),
                 )
         return self._executor.submit(self.embed, provider, text)
 

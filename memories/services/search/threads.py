@@ -47,15 +47,25 @@ def search_nice() -> int:
     return max(0, int(settings.SEARCH_NICE)) if sys.platform == "linux" else 0
 
 
-def thread_priority_lower() -> None:
-    """Set the calling thread's nice level to SEARCH_NICE above its process's (its main
-    thread's). Absolute, not relative: a thread started by a lowered thread (the vector
-    lane's and the query embedding's, started by a search) inherits its level."""
+# The query embedding's thread runs this many levels below the search's own: the search
+# thread's work between its statements is short, and at one level the scheduler often
+# woke it on the core the embedding held and let it wait there: a search's first
+# statement took the embedding's ~3.5 ms instead of ~1.5 (one client, LoCoMo questions:
+# HTTP p50 ~17.5 -> ~16.5 ms, BENCHMARKS.md). Above the worker's processes
+# (SEARCH_NICE + EMBEDDING_WORKER_NICE), which it preempts while they embed a batch.
+EMBEDDING_BELOW_SEARCH = 4
+
+
+def thread_priority_lower(below: int = 0) -> None:
+    """Set the calling thread's nice level to SEARCH_NICE (plus ``below``) above its
+    process's (its main thread's). Absolute, not relative: a thread started by a lowered
+    thread (the vector lane's and the query embedding's, started by a search) inherits
+    its level."""
     if not (amount := search_nice()):
         return
     thread = threading.get_native_id()
     try:
-        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + amount)
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + amount + below)
         if os.getpriority(os.PRIO_PROCESS, thread) < target:
             os.setpriority(os.PRIO_PROCESS, thread, target)
     except OSError as error:  # e.g. a sandbox that forbids it: searches run as before

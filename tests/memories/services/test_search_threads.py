@@ -5,12 +5,14 @@ import os
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 import memories.services.search as search_package
+from memories.embeddings import QueryEmbeddingCache
 from memories.models import EndUser, Memory, content_hash
 from memories.services.search import SearchFilters, memory_search
-from memories.services.search.threads import StepThreads
+from memories.services.search.threads import EMBEDDING_BELOW_SEARCH, StepThreads
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="nice levels per thread: Linux")
 
@@ -65,6 +67,28 @@ def test_a_lowered_thread_started_by_a_lowered_thread_is_not_lowered_twice(setti
         outer.close()
 
     assert nice == min(19, _nice() + 4)
+
+
+def test_the_query_embedding_runs_below_the_searches_threads(settings):
+    """EMBEDDING_BELOW_SEARCH levels below a search's thread, however it is started."""
+    settings.SEARCH_NICE = 4
+
+    class Recording:
+        name, model = "recording", "levels"
+        levels: list[int] = []
+
+        def embed(self, texts):
+            self.levels.append(_nice())
+            return np.zeros((len(texts), 3), dtype=np.float32)
+
+    cache, provider = QueryEmbeddingCache(), Recording()
+    outer = StepThreads("outer", lambda: 1)
+    try:
+        outer.submit(lambda: cache.submit(provider, "where is the ferry").result(5)).result(5)
+        cache.submit(provider, "and the weather").result(5)  # from this thread, as tests do
+    finally:
+        outer.close()
+    assert provider.levels == [min(19, _nice() + 4 + EMBEDDING_BELOW_SEARCH)] * 2
 
 
 def test_a_failing_step_raises_in_the_submitting_thread(settings, db):
