@@ -1,9 +1,11 @@
 """Search: the ranking of a project's memories for a query, step by step.
 
-Each step is a module: the filters (filters.py), the query's vector
-(query_embedding.py), keyword candidates (keyword.py), neighbouring turns
-(neighbours.py), vector candidates (vector.py), the ranking (ranking.py, which
-describes the modes) and the loading of the winners (loading.py). The ranking policy
+Each step is a module: the filters (filters.py), the filtered set's size with the
+query's words (count.py), the query's vector (query_embedding.py), keyword candidates
+(keyword.py), neighbouring turns (neighbours.py; after the keyword step they come with
+the vector step's statement, unless that runs in the lane, lane.py), vector candidates
+(vector.py), the ranking (ranking.py, which describes the modes) and the loading of the
+winners (loading.py). The ranking policy
 is the project's search settings; the machine knobs are settings.RETRIEVAL.
 """
 

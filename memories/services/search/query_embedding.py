@@ -1,5 +1,6 @@
-"""The query's vector: embedded on a background thread, so that PostgreSQL runs the
-count, the keyword query and the neighbours meanwhile (the model releases the GIL)."""
+"""The query's vector: embedded on a background thread, below the search's own
+(search/threads.py), so that PostgreSQL runs the count and the keyword query meanwhile
+(the model releases the GIL)."""
 
 from __future__ import annotations
 
