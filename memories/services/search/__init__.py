@@ -106,7 +106,7 @@ def memory_search(
         )  # with the query's words: one statement
     size = counted.size
     lane = None
-    if started is not None and query and mode != SearchMode.VECTOR and vector_lane_applies(size):
+    if started is not None and keyword and vector_lane_applies(size):
         # the vector step on its own thread and connection meanwhile (lane.py)
         lane = vector_lane_submit(partial(
             _vector_signal, started=started, project=project, filters=filters, limit=limit,
@@ -125,20 +125,11 @@ def memory_search(
                    aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
     elif started is not None:  # after the keyword step: its candidates' distances too
         with _timed(timings, "vector"):
-            auto = mode == SearchMode.AUTO
-            signal = _vector_signal(
-                started=started, project=project, filters=filters, limit=limit, size=size,
-                distance_ids=pool.unscored(), linked=pool.linked if auto else None,
-                aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
-                link_ids=pool.ids()[:link_limit] if auto else [],
-            )  # fmt: skip
-            pool.add_signal(signal)
+            _vector_after_keyword(pool, started=started, project=project, filters=filters,
+                                  limit=limit, size=size, mode=mode, policy=policy,
+                                  timings=timings, link_limit=link_limit)  # fmt: skip
     with _timed(timings, "rank"):
-        wanted = ranking_facts_wanted(policy=policy, explain=explain)
-        facts = ranking_facts_get(pool.ids()) if wanted else {}
-        ranked = candidates_rank(
-            pool, mode=mode, policy=policy, threshold=threshold, explain=explain, facts=facts
-        )
+        ranked = _ranked(pool, mode=mode, policy=policy, threshold=threshold, explain=explain)
     with _timed(timings, "load"):
         hits = winners_load(ranked, k, fields)
     timings["total"] = (time.perf_counter() - clock) * 1000
@@ -185,6 +176,48 @@ def _keyword_signal(
         with _timed(timings, "neighbours"):
             first = pool.ids()[:link_limit]  # None: all
             pool.link(*message_neighbours(project=project, filters=filters, ids=first))
+
+
+def _ranked(
+    pool: CandidatePool,
+    *,
+    mode: str,
+    policy: SearchSettings,
+    threshold: float | None,
+    explain: bool,
+) -> list[Ranked]:
+    """The pool ranked in ``mode``, with the candidates' ranking facts when the policy
+    or ``explain`` reads them (loading.py)."""
+    wanted = ranking_facts_wanted(policy=policy, explain=explain)
+    facts = ranking_facts_get(pool.ids()) if wanted else {}
+    return candidates_rank(
+        pool, mode=mode, policy=policy, threshold=threshold, explain=explain, facts=facts
+    )
+
+
+def _vector_after_keyword(
+    pool: CandidatePool,
+    *,
+    started: QueryEmbedding,
+    project: Project,
+    filters: SearchFilters,
+    limit: int,
+    size: int,
+    mode: str,
+    policy: SearchSettings,
+    timings: dict[str, float],
+    link_limit: int | None,
+) -> None:
+    """The vector step on the search's thread, after the keyword step: with the keyword
+    candidates' distances and, in auto mode, the neighbouring turns of the first
+    ``link_limit`` of them, in its statement."""
+    auto = mode == SearchMode.AUTO
+    pool.add_signal(_vector_signal(
+        started=started, project=project, filters=filters, limit=limit, size=size,
+        distance_ids=pool.unscored(), linked=pool.linked if auto else None,
+        aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
+        link_ids=pool.ids()[:link_limit] if auto else [],
+    ))  # fmt: skip
 
 
 def _lane_join(

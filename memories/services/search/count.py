@@ -17,7 +17,12 @@ from memories.models import Project
 from memories.services.kept import Kept
 from memories.services.search.filters import SearchFilters
 from memories.services.search.kept import set_key
-from memories.services.search.keyword import QUERY_WORDS_COLUMNS, QueryWords, query_words_read
+from memories.services.search.keyword import (
+    QUERY_WORDS_COLUMNS,
+    QueryWords,
+    query_words,
+    query_words_read,
+)
 
 
 @dataclass
@@ -33,11 +38,7 @@ def filtered_count(*, project: Project, filters: SearchFilters, text: str | None
     key = set_key(project, filters)
     words_columns = f", {QUERY_WORDS_COLUMNS}" if text else ""
     if (kept := _large_sizes.get(key)) is not None:
-        if not text:
-            return Counted(kept, None)
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {QUERY_WORDS_COLUMNS}", {"text": text})
-            return Counted(kept, query_words_read(*cursor.fetchone()))
+        return Counted(kept, query_words(text) if text else None)
     where, params = filters.sql(project)
     with connection.cursor() as cursor:
         cursor.execute(
