@@ -374,6 +374,10 @@ SEARCH_CONCURRENCY = env_int(
 # its priority; Linux), so a write runs at once on cores busy with searches
 # (memories/services/search/threads.py, BENCHMARKS.md)
 SEARCH_NICE = env_int("SEARCH_NICE", 10)
+# the search's statements are prepared on each connection, planned once instead of at
+# every search (memories/services/search/prepared.py); off behind a pooler in
+# transaction mode that does not follow prepared statements
+SEARCH_PREPARED_STATEMENTS = env_bool("SEARCH_PREPARED_STATEMENTS", True)
 # a web process keeps a verified API key (with its project) and the row ids of the users
 # and rooms searches name for this long (0: read them with every request): a key
 # revoked or a project's settings changed elsewhere apply in it within that time, at

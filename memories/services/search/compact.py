@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.codes import (
@@ -48,6 +48,7 @@ from memories.services.search.neighbours import (
     link_read,
     links_sql,
 )
+from memories.services.search.prepared import prepared_cursor
 from memories.services.search.vector import VectorSignal, vector_literal, window_sql
 
 # name of the covering index the scan reads (migration 0011_embedding_owner_bits)
@@ -116,7 +117,7 @@ window_distances AS MATERIALIZED (
 ),
 ranked AS MATERIALIZED (
     SELECT id, {aggregate}(distance) AS distance FROM window_distances
-    GROUP BY id ORDER BY distance
+    GROUP BY id ORDER BY distance, id
 ),
 nearest AS MATERIALIZED (
     SELECT r.id, r.distance FROM ranked r
@@ -176,7 +177,7 @@ def compact_vector_candidates(
     )
     codes_shortlist = shortlist_size(limit, cached=True)
     cached, read = _codes_shortlist(codes, query, codes_shortlist) if codes is not None else ({}, 0)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), prepared_cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
         cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")

@@ -23,6 +23,7 @@ from memories.services.search.keyword import (
     query_words,
     query_words_read,
 )
+from memories.services.search.prepared import prepared_cursor
 
 
 @dataclass
@@ -40,7 +41,7 @@ def filtered_count(*, project: Project, filters: SearchFilters, text: str | None
     if (kept := _large_sizes.get(key)) is not None:
         return Counted(kept, query_words(text) if text else None)
     where, params = filters.sql(project)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"SELECT (SELECT count(*) FROM (SELECT 1 FROM memories_memory m WHERE {where}"
             f" LIMIT %(cap)s) s){words_columns}",

@@ -25,6 +25,7 @@ from memories.models import SEARCH_CONFIG, Project, keyword_document_sql, keywor
 from memories.services.kept import Kept
 from memories.services.search.filters import SearchFilters
 from memories.services.search.kept import set_key
+from memories.services.search.prepared import prepared_cursor
 
 DOCUMENT = keyword_document_sql("m")  # what the GIN index memory_keyword_gin holds
 
@@ -74,7 +75,7 @@ SELECT t.id, sum(
 ) AS score, (SELECT count(*) FROM docs) AS matched, max(l.avgdl) AS avgdl
 FROM terms t JOIN frequencies f USING (lexeme), lengths l
 GROUP BY t.id
-ORDER BY score DESC
+ORDER BY score DESC, t.id  -- ties broken the same whatever the plan
 LIMIT %(limit)s
 """
 
@@ -182,7 +183,7 @@ def _bm25(
     key = (set_key(project, filters), plan.size)
     known = _mean_lengths.get(key) if plan.size > plan.budget else None
     lengths = MEAN_LENGTH_SQL.format(where=where) if known is None else MEAN_LENGTH_GIVEN_SQL
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             BM25_SQL.format(matching=matching, lengths=lengths),
             {
@@ -207,7 +208,7 @@ def mean_lengths_clear() -> None:
 
 def query_words(text: str) -> QueryWords:
     """The query's words (count.py reads them with the filtered set's size instead)."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(f"SELECT {QUERY_WORDS_COLUMNS}", {"text": text})
         return query_words_read(*cursor.fetchone())
 

@@ -4,15 +4,19 @@ candidate, and only the winners are loaded whole."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from memories.models import Agent, EndUser, Memory, Room
 from memories.services.search.filters import id_array
+from memories.services.search.prepared import prepared_cursor
 from memories.services.search.ranking import Ranked, RankingFacts
 
+# the winners' external ids, as Memory.objects.with_external_ids() annotates them
+EXTERNAL_IDS = ("user_external_id", "room_external_id", "agent_external_id")
 # rows deleted since the candidate queries leave a gap the spares fill
 SPARE_WINNERS = 5
 
@@ -33,7 +37,7 @@ def ranking_facts_get(memory_ids: list[Any]) -> dict[Any, RankingFacts]:
     hundreds (a context's search ranks up to ~800 candidates)."""
     if not memory_ids:
         return {}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT id, created_at, importance_score, octet_length(content)"
             " FROM memories_memory WHERE id = ANY(%s::uuid[])",
@@ -50,8 +54,10 @@ def winners_load(
     that loading a context's ~80 winners took (four dates and three JSON values a
     row, parsed in Python)."""
     winners = ranked[: k + SPARE_WINNERS]
-    loaded = Memory.objects.raw(_winners_sql(fields), [id_array([w.memory_id for w in winners])])
-    memories = {memory.pk: memory for memory in loaded}
+    statement = _winners_statement(fields)
+    with prepared_cursor() as cursor:
+        cursor.execute(statement.sql, [id_array([w.memory_id for w in winners])])
+        memories = {memory.pk: memory for memory in map(statement.memory, cursor.fetchall())}
     hits = [
         SearchHit(memories[item.memory_id], item.score, item.similarity, item.explain)
         for item in winners
@@ -60,21 +66,41 @@ def winners_load(
     return hits[:k]
 
 
+@dataclass(frozen=True)
+class WinnersStatement:
+    """The winners' statement, and how a row of it becomes a Memory."""
+
+    sql: str
+    names: list[str]  # the fields read, in the model's order, then the three external ids
+    converters: list[tuple[int, Callable[..., Any]]]  # (column, from_db_value) for JSON
+
+    def memory(self, row: tuple[Any, ...]) -> Memory:
+        values = list(row)
+        for column, convert in self.converters:
+            values[column] = convert(values[column], None, connection)
+        count = len(self.names)
+        memory = Memory.from_db(DEFAULT_DB_ALIAS, self.names, values[:count])
+        for name, value in zip(EXTERNAL_IDS, values[count:], strict=True):
+            setattr(memory, name, value)
+        return memory
+
+
 @functools.cache
-def _winners_sql(fields: tuple[str, ...] | None) -> str:
-    """The winners' statement: ``fields`` (None: all but the generated full-text
-    document, which no output shows and which is longer than a long text) and the
-    external ids Memory.objects.with_external_ids() annotates. Written once per set of
-    fields: composing it through the ORM was ~0.3 of the ~1.4 ms of a search's load
+def _winners_statement(fields: tuple[str, ...] | None) -> WinnersStatement:
+    """``fields`` (None: all but the generated full-text document, which no output shows
+    and which is longer than a long text) and the external ids
+    Memory.objects.with_external_ids() annotates. Written once per set of fields:
+    composing it through the ORM was ~0.3 of the ~1.4 ms of a search's load
     (BENCHMARKS.md); the fields not read are deferred, as with ``only``."""
     meta = Memory._meta
-    if fields is None:
-        columns = [f.column for f in meta.concrete_fields if f.name != "search_vector"]
-    else:
-        named = {f.name: f.column for f in meta.concrete_fields}
-        columns = [meta.pk.column, *(named[name] for name in fields)]
-    selected = ", ".join(f"m.{column}" for column in dict.fromkeys(columns))
-    return f"""
+    wanted = None if fields is None else {meta.pk.name, *fields}
+    read = [
+        field
+        for field in meta.concrete_fields
+        if (field.name in wanted if wanted is not None else field.name != "search_vector")
+    ]
+    selected = ", ".join(f"m.{field.column}" for field in read)
+    sql = f"""
         SELECT {selected}, u.external_id AS user_external_id,
                r.external_id AS room_external_id, a.external_id AS agent_external_id
         FROM {meta.db_table} m
@@ -83,3 +109,9 @@ def _winners_sql(fields: tuple[str, ...] | None) -> str:
         LEFT JOIN {Agent._meta.db_table} a ON a.id = m.agent_id
         WHERE m.id = ANY(%s::uuid[])
     """
+    converters = [
+        (column, convert)
+        for column, field in enumerate(read)
+        for convert in field.get_db_converters(connection)
+    ]
+    return WinnersStatement(sql, [field.attname for field in read], converters)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
 from memories.models import Memory, Project
 from memories.services.search.filters import SearchFilters, id_array
+from memories.services.search.prepared import prepared_cursor
 
 # links_sql's clause for the rows of a ``nearest`` CTE whose links are not known yet,
 # among its first ``link_limit`` rows (NULL: all of them), and the rows given in
@@ -20,7 +19,7 @@ from memories.services.search.filters import SearchFilters, id_array
 # step's statement instead of one of their own)
 NEAREST_UNLINKED = (
     "c.id IN (SELECT unnest(%(link_ids)s::uuid[]) UNION SELECT id FROM ("
-    "SELECT id FROM nearest ORDER BY distance LIMIT %(link_limit)s"
+    "SELECT id FROM nearest ORDER BY distance, id LIMIT %(link_limit)s"
     ") first WHERE NOT id = ANY(%(link_known)s::uuid[]))"
 )
 # links_sql's size columns, and as many NULLs for the other rows of a UNION beside them
@@ -81,7 +80,7 @@ def message_neighbours(
     if not ids:
         return links, sizes
     sql, params = links_sql(project, filters)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, {**params, "link_ids": id_array(ids)})
         for row in cursor.fetchall():
             link_read(links, sizes, row)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.count import collection_size_get
@@ -24,6 +24,7 @@ from memories.services.search.neighbours import (
     link_read,
     links_sql,
 )
+from memories.services.search.prepared import prepared_cursor
 from memories.services.vector_index import hnsw_ef_search
 
 
@@ -211,7 +212,7 @@ def _nearest_windows(
     windows when ``with_mean``, else that nearest one's), nearest window first. One
     round trip."""
     where, params = filters.sql(project)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), prepared_cursor() as cursor:
         cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         sql = NEAREST_WINDOWS_SQL.format(
@@ -246,7 +247,7 @@ def neighbours_and_distances(
     distances of ``distance_ids`` and of those neighbours, in one round trip: a
     VectorSignal without nearest memories."""
     links_select, params = links_sql(project, filters)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"""
             WITH links AS MATERIALIZED ({links_select}),
@@ -288,7 +289,7 @@ window_distances AS MATERIALIZED (
 scored AS MATERIALIZED (
     SELECT id, {aggregate}(distance) AS distance FROM window_distances GROUP BY id
 ),
-nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance LIMIT %(limit)s),
+nearest AS MATERIALIZED (SELECT id, distance FROM scored ORDER BY distance, id LIMIT %(limit)s),
 links AS MATERIALIZED ({links} AND %(with_links)s),
 wanted AS (
     SELECT unnest(%(distance_ids)s::uuid[]) AS id
@@ -327,7 +328,7 @@ def exact_vector_candidates(
     """
     where, params = filters.sql(project)
     links, links_params = links_sql(project, filters, ids=NEAREST_UNLINKED)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             EXACT_SQL.format(
                 where=where, space_id=int(space.pk), links=links, aggregate=window_sql(aggregate),
