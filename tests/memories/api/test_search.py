@@ -563,3 +563,19 @@ def test_a_user_deleted_and_written_again_is_searched_at_once(corpus):
     written = corpus.client.post("/api/v1/memories/", {"user": "alice", "content": "Cello now"})
     assert written.status_code == 201
     assert top(search(corpus, query="cello", mode="keyword", user="alice")) == ["Cello now"]
+
+
+def test_the_response_is_what_its_documented_serializer_renders(corpus):
+    from memories.api.search import search_payload
+    from memories.api.serializers import SearchOutputSerializer
+    from memories.services.search import SearchFilters, memory_search
+
+    alice = EndUser.objects.get(project=corpus.project, external_id="alice")
+    for explain in (False, True):
+        result = memory_search(
+            project=corpus.project, query="a pet cat", filters=SearchFilters(end_user_id=alice.pk),
+            k=3, explain=explain,
+        )  # fmt: skip
+        rendered = SearchOutputSerializer(result, context={"explain": explain}).data
+        assert search_payload(result, explain) == rendered
+        assert len(rendered["results"]) == 3 and ("explain" in rendered["results"][0]) == explain
