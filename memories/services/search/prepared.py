@@ -14,6 +14,10 @@ either way; only the time differs (BENCHMARKS.md).
 Django's own queries are left as they are: they bind their values into the text on
 the client, and psycopg never prepares those.
 
+A migration that changes the type of a column a prepared statement returns makes the
+server refuse that statement on connections that prepared it before (other processes'):
+PreparedCursor then drops the connection's statements and runs it again.
+
 ``SEARCH_PREPARED_STATEMENTS=0`` turns it off: behind a connection pooler in
 transaction mode that does not follow prepared statements (PgBouncer before 1.21, or
 without ``max_prepared_statements``), a statement prepared on one server connection
@@ -24,10 +28,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import NotSupportedError, connection
 from django.db.backends.utils import CursorWrapper
+
+# what PostgreSQL answers a prepared statement whose result's columns changed type since
+# it was prepared (a migration, run by another process)
+STALE = "cached plan must not change result type"
+
+
+class PreparedCursor(CursorWrapper):
+    """Django's cursor wrapper, which runs a statement again once when the server finds
+    it prepared for columns whose type a migration has changed since: the connection's
+    statements are dropped first (outside a transaction; inside one the error stands,
+    the transaction being lost anyway). PostgreSQL plans a prepared statement again by
+    itself after any other change of the tables it reads."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        try:
+            return super().execute(sql, params)
+        except NotSupportedError as error:
+            if self.db.in_atomic_block or STALE not in str(error):
+                raise
+            self.cursor.execute("DEALLOCATE ALL")  # psycopg forgets its names too
+            return super().execute(sql, params)
 
 
 @contextmanager
@@ -47,6 +73,5 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     raw = connection.connection
     if raw.prepare_threshold is None:  # Django turns preparing off; only cursors that
         raw.prepare_threshold = 1  # bind on the server (these) prepare, at second use
-    # make_cursor wraps any DB-API cursor (its stub says a CursorWrapper)
-    with connection.make_cursor(psycopg.Cursor(raw)) as cursor:  # type: ignore[arg-type]
+    with PreparedCursor(psycopg.Cursor(raw), connection) as cursor:
         yield cursor

@@ -84,3 +84,19 @@ def test_equal_scores_come_back_in_the_order_of_their_ids(owner):
             Memory.objects.filter(content="Piano lessons on Monday").values_list("pk", flat=True)
         )
         assert ids == twins[:10], mode
+
+
+def test_a_statement_prepared_before_a_migration_changed_its_columns_runs_again(
+    transactional_db, owner
+):
+    alice = remember(owner.project, "alice", *TEXTS)
+    embed_pending()
+    search_three_times(owner.project, alice)  # on a search thread's connection, prepared
+    with connection.cursor() as cursor:  # another connection: as another process would
+        cursor.execute("ALTER TABLE memories_memory ALTER COLUMN role TYPE varchar(17)")
+        try:
+            # the winners' statement returns the role: its result's type changed
+            result = search_three_times(owner.project, alice)
+        finally:
+            cursor.execute("ALTER TABLE memories_memory ALTER COLUMN role TYPE varchar(16)")
+    assert result.hits[0].memory.content == TEXTS[3]
