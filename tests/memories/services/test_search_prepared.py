@@ -4,9 +4,10 @@ scores come back in one order whatever the plan."""
 from django.db import connection
 from django.test import override_settings
 
-from memories.models import EndUser, Memory, content_hash
+from memories.models import Memory
 from memories.services.search import SearchFilters, memory_search
 from tests.conftest import embed_pending
+from tests.memories.services.test_keyword import remember
 
 TEXTS = [
     "Piano lessons on Monday, piano practice on Tuesday",
@@ -21,15 +22,6 @@ STATEMENTS = {
     "vector": "window_distances",
     "winners": "LEFT JOIN memories_enduser",
 }
-
-
-def remember(project, user, *texts):
-    end_user, _ = EndUser.objects.get_or_create(project=project, external_id=user)
-    Memory.objects.bulk_create(
-        Memory(project=project, end_user=end_user, content=text, content_hash=content_hash(text))
-        for text in texts
-    )
-    return end_user
 
 
 def prepared_runs():
