@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.count import collection_size_get
@@ -213,8 +213,9 @@ def _nearest_windows(
     round trip."""
     where, params = filters.sql(project)
     with transaction.atomic(), prepared_cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        with connection.cursor() as settings_cursor:  # not prepared: ef_search varies
+            settings_cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
+            settings_cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         sql = NEAREST_WINDOWS_SQL.format(
             dim=int(space.dimension), space_id=int(space.pk), where=where
         )
