@@ -48,7 +48,7 @@ from memories.services.search.neighbours import (
     link_read,
     links_sql,
 )
-from memories.services.search.prepared import prepared_cursor
+from memories.services.search.prepared import local_settings, prepared_cursor
 from memories.services.search.vector import VectorSignal, vector_literal, window_sql
 
 # name of the covering index the scan reads (migration 0011_embedding_owner_bits)
@@ -180,7 +180,7 @@ def compact_vector_candidates(
     with transaction.atomic(), prepared_cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
-        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        local_settings("SET LOCAL max_parallel_workers_per_gather = 0")
         cursor.execute(
             sql,
             {

@@ -75,3 +75,13 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         raw.prepare_threshold = 1  # bind on the server (these) prepare, at second use
     with PreparedCursor(psycopg.Cursor(raw), connection) as cursor:
         yield cursor
+
+
+def local_settings(*statements: str) -> None:
+    """Run ``SET LOCAL`` statements (inside the caller's transaction) through Django's
+    cursor: their values are written in their text (an ef_search that varies with the
+    set's size), so prepared they would only take places among the connection's
+    prepared statements."""
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)

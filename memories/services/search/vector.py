@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from memories.models import EmbeddingSpace, Project
 from memories.services.search.count import collection_size_get
@@ -24,7 +24,7 @@ from memories.services.search.neighbours import (
     link_read,
     links_sql,
 )
-from memories.services.search.prepared import prepared_cursor
+from memories.services.search.prepared import local_settings, prepared_cursor
 from memories.services.vector_index import hnsw_ef_search
 
 
@@ -213,9 +213,10 @@ def _nearest_windows(
     round trip."""
     where, params = filters.sql(project)
     with transaction.atomic(), prepared_cursor() as cursor:
-        with connection.cursor() as settings_cursor:  # not prepared: ef_search varies
-            settings_cursor.execute(f"SET LOCAL hnsw.ef_search = {ef_search}")
-            settings_cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        local_settings(
+            f"SET LOCAL hnsw.ef_search = {ef_search}",
+            "SET LOCAL hnsw.iterative_scan = relaxed_order",
+        )
         sql = NEAREST_WINDOWS_SQL.format(
             dim=int(space.dimension), space_id=int(space.pk), where=where
         )
