@@ -168,6 +168,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": 3600,
     "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
+    # nor forever on one that hangs (kombu's default: no timeout); above BRPOP's 1 s
+    "socket_timeout": 5.0,
+    # a send with retry=False (memories/services/task_sending.py) tries to connect once,
+    # not again for broker_connection_timeout (4 s); sends with a retry policy (beat's)
+    # keep their own max_retries, and the worker's consumer its own reconnection loop
+    "max_retries": 0,
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # a worker consumes every queue listed here, in turn: derived memory (summaries, facts)

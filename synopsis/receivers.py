@@ -8,6 +8,7 @@ from typing import Any
 from django.dispatch import receiver
 
 from memories.services.buffer import rooms_over_capacity
+from memories.services.task_sending import TaskNotSent, sending_paused
 from memories.signals import memories_created, synopsis_requested
 from synopsis.services.facts import facts_extract_enqueue
 from synopsis.services.summaries import room_summarize_enqueue
@@ -24,7 +25,7 @@ def summarize_overflowing_rooms(
     after the write committed: a failure here must not fail the write, and the beat
     sweep catches any room it missed."""
     room_ids = kwargs.get("message_room_ids")
-    if room_ids == []:
+    if room_ids == [] or sending_paused():  # no room, or Redis down: nothing to send
         return
     try:
         over = rooms_over_capacity(project_id=project_id, room_ids=room_ids, memory_ids=memory_ids)
@@ -44,6 +45,8 @@ def mine_user_messages(sender: Any, project_id: int, memory_ids: list[Any], **kw
         return
     try:
         facts_extract_enqueue(memory_ids=ids)
+    except TaskNotSent:
+        pass  # Redis is down: logged once per pause (task_sending.py); the sweep mines them
     except Exception:
         logger.exception(
             "could not queue fact extraction for project %s (the sweep will)", project_id

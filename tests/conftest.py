@@ -61,6 +61,16 @@ def vector_lanes_closed() -> Iterator[None]:
     query_spaces_forget()
 
 
+@pytest.fixture(autouse=True)
+def task_sending_unpaused() -> Iterator[None]:
+    """A test whose broker failed pauses the process's task sends (task_sending.py): the
+    next test sends again."""
+    yield
+    from memories.services import task_sending
+
+    task_sending._paused_until = 0.0
+
+
 @pytest.fixture
 def redis_client(redis_server: embedded.EmbeddedRedis) -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -24,6 +23,7 @@ from ingestion.services.chunks import chunks_delete, chunks_of, chunks_staged
 from memories.models import EndUser, Project
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
+from memories.services.task_sending import TaskNotSent, task_send
 from memories.services.users import end_user_get_or_create
 
 logger = logging.getLogger(__name__)
@@ -245,15 +245,14 @@ def document_ingest_enqueue(*, document_id: uuid.UUID, countdown: float = 0) -> 
     """Ask a worker to run the next slice of the document's pipeline. Never raises: the
     document is stored, and the beat sweep queues it again if this message is lost."""
     try:
-        current_app.send_task(
+        task_send(
             DOCUMENT_INGEST_TASK,
             args=[str(document_id)],
             queue=INGESTION_QUEUE,
             countdown=countdown or None,
-            retry=False,
         )
-    except Exception as exc:  # noqa: BLE001 - Redis down: the sweep queues it later
-        logger.warning("could not queue document %s (%s); the sweep will", document_id, exc)
+    except TaskNotSent as error:  # Redis down: the sweep queues it later
+        logger.warning("could not queue document %s (%s); the sweep will", document_id, error)
 
 
 def document_ingest_enqueue_on_commit(*, document_id: uuid.UUID) -> None:

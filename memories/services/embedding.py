@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import redis
-from celery import current_app
 from django.conf import settings
 from django.db import connection, connections, transaction
 from django.db.models import Count, QuerySet
@@ -36,6 +35,7 @@ from memories.embeddings import (
     normalize,
 )
 from memories.models import Embedding, EmbeddingSpace, Memory
+from memories.services.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from memories.services.vector_index import index_create_sql
 
 logger = logging.getLogger(__name__)
@@ -83,16 +83,18 @@ def embedding_space_index_ensure(*, space: EmbeddingSpace) -> None:
 
 
 def embedding_enqueue() -> None:
-    """Ask a worker to embed pending memories. Never raises: a write is already durable."""
+    """Ask a worker to embed pending memories. Never raises: a write is already durable,
+    and with Redis down (task_sending.py) the beat backfill embeds it later."""
+    if sending_paused():
+        return
     try:
         if _redis().set(QUEUED_FLAG, "1", nx=True, ex=QUEUED_FLAG_TTL):
             try:
-                current_app.send_task(EMBEDDING_RUN_TASK, retry=False)
-            except Exception:
+                task_send(EMBEDDING_RUN_TASK)
+            except TaskNotSent:
                 _redis().delete(QUEUED_FLAG)
-                raise
-    except Exception as exc:  # noqa: BLE001 - Redis down: the beat backfill embeds it later
-        logger.warning("could not enqueue embedding (%s); the backfill will pick it up", exc)
+    except redis.RedisError as error:
+        sending_failed(error, "the embedding task (its queued flag)")
 
 
 def embedding_process_batch(

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from celery import current_app
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -47,6 +46,7 @@ from memories.models import (
 from memories.services.configuration import project_settings_get
 from memories.services.maintenance import maintenance_run
 from memories.services.revisions import Actor
+from memories.services.task_sending import TaskNotSent, task_send
 
 PRUNE_TASK = "prune"  # MaintenanceRun.task of pruning runs (and their purge)
 PRUNE_QUEUED_TASK = "memories.tasks.prune_queued_task"  # sent by name (prune_enqueue)
@@ -257,10 +257,10 @@ def prune_enqueue(
 
     def send() -> None:
         try:
-            current_app.send_task(PRUNE_QUEUED_TASK, args=[run.pk], retry=False)
-        except Exception as error:
+            task_send(PRUNE_QUEUED_TASK, args=[run.pk])
+        except TaskNotSent as error:
             run.status = MaintenanceRun.Status.FAILED
-            run.error = f"could not queue the run: {type(error).__name__}: {error}"
+            run.error = f"could not queue the run: {error}"
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "error", "finished_at"])
             raise PruneQueueUnavailable(run.error) from error

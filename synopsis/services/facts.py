@@ -39,6 +39,7 @@ from memories.services.memories import (
     memory_update,
 )
 from memories.services.revisions import Actor
+from memories.services.task_sending import task_send
 from memories.structured import structured_content_clean
 from synopsis.extraction import ExtractionResult, FactDraft, facts_draft
 from synopsis.llm import llm_provider
@@ -419,12 +420,11 @@ SWEEP_BATCH = 500
 
 
 def facts_extract_enqueue(*, memory_ids: list[Any]) -> None:
-    """Ask a worker to mine these user messages (on the derived queue)."""
-    from celery import current_app
-
+    """Ask a worker to mine these user messages (on the derived queue); TaskNotSent when
+    the broker does not take them (the sweep mines them later)."""
     for start in range(0, len(memory_ids), SWEEP_BATCH):
         chunk = [str(pk) for pk in memory_ids[start : start + SWEEP_BATCH]]
-        current_app.send_task(FACTS_EXTRACT_TASK, args=[chunk])
+        task_send(FACTS_EXTRACT_TASK, args=[chunk])
 
 
 def facts_unmined(*, limit: int = SWEEP_BATCH) -> list[Any]:

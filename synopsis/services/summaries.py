@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+import redis
 from django.db import connection, transaction
 
 from memories.models import Memory, Room
@@ -25,6 +26,7 @@ from memories.services.buffer import room_messages, room_summary_latest
 from memories.services.configuration import room_settings_get
 from memories.services.memories import MemoryInput, memories_status_change, memory_create_batch
 from memories.services.revisions import Actor
+from memories.services.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from synopsis.summarizers import SummaryDraft, Turn, summary_draft
 
 logger = logging.getLogger(__name__)
@@ -197,20 +199,27 @@ QUEUED_FLAG_TTL = 300  # a lost task's room is summarized again by the sweep aft
 
 def room_summarize_enqueue(*, room_ids: list[int]) -> int:
     """Ask a worker to summarize each room, unless a task for it is already queued;
-    returns how many were sent. Redis unreachable: none (the sweep catches up)."""
-    from celery import current_app
-
+    returns how many were sent. Redis unreachable: none (the sweep catches up; sends
+    pause, memories/services/task_sending.py)."""
     sent = 0
     client = redis_client()
     for room_id in room_ids:
+        if sending_paused():
+            break
         flag = QUEUED_FLAG.format(room_id)
-        if client.set(flag, "1", nx=True, ex=QUEUED_FLAG_TTL):
-            try:
-                current_app.send_task(ROOM_SUMMARIZE_TASK, args=[room_id], queue=DERIVED_QUEUE)
-            except Exception:
+        try:
+            if not client.set(flag, "1", nx=True, ex=QUEUED_FLAG_TTL):
+                continue
+        except redis.RedisError as error:
+            sending_failed(error, "a room's summary task (its queued flag)")
+            break
+        try:
+            task_send(ROOM_SUMMARIZE_TASK, args=[room_id], queue=DERIVED_QUEUE)
+        except TaskNotSent:
+            with suppress(redis.RedisError):  # it expires
                 client.delete(flag)
-                raise
-            sent += 1
+            break
+        sent += 1
     return sent
 
 

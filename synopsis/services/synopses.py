@@ -38,6 +38,7 @@ from memories.services.synopsis import (
     synopsis_store,
     synopsis_ttl_seconds,
 )
+from memories.services.task_sending import task_send
 from memories.tokens import token_count, token_truncate
 from synopsis.llm import LlmError, LlmProvider, llm_provider
 from synopsis.services.facts import HUB_TEXT_FLAG, normalized
@@ -147,10 +148,9 @@ def synopsis_facts_refresh(*, project_id: int, memory_ids: list[Any]) -> int:
 
 
 def synopsis_generate_enqueue(*, end_user_id: int, parts: Sequence[str], force: bool) -> None:
-    """Send the generation task of the user's ``parts`` to the derived queue."""
-    from celery import current_app
-
-    current_app.send_task(
+    """Send the generation task of the user's ``parts`` to the derived queue;
+    TaskNotSent when the broker does not take it."""
+    task_send(
         SYNOPSIS_GENERATE_TASK,
         args=[end_user_id, list(parts)],
         kwargs={"force": force},

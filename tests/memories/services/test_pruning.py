@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from celery import current_app
 from django.utils import timezone
 
 from memories.models import (
@@ -392,7 +393,7 @@ def test_a_run_the_broker_cannot_take_is_recorded_failed(
     def unreachable(*args, **kwargs):
         raise ConnectionError("Error 111 connecting to redis")
 
-    monkeypatch.setattr(pruning.current_app, "send_task", unreachable)
+    monkeypatch.setattr(current_app, "send_task", unreachable)
     with (
         pytest.raises(pruning.PruneQueueUnavailable),
         django_capture_on_commit_callbacks(execute=True),
