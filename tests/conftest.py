@@ -63,12 +63,12 @@ def vector_lanes_closed() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def task_sending_unpaused() -> Iterator[None]:
-    """A test whose broker failed pauses the process's task sends (task_sending.py): the
-    next test sends again."""
+    """A test that made Redis or the broker fail pauses the process's Redis client and
+    task sends (redis_client.py): the next test uses them again."""
     yield
-    from memories.services import task_sending
+    from memories import redis_client
 
-    task_sending._paused_until = 0.0
+    redis_client._paused_until = 0.0
 
 
 @pytest.fixture

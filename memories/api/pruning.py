@@ -85,6 +85,7 @@ class PruneQueueUnavailableError(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The task queue is unavailable (Redis unreachable); retry later."
     default_code = "queue_unavailable"
+    wait = 5  # DRF's handler sends it as Retry-After (a process retries Redis after 5 s)
 
 
 @extend_schema(tags=["pruning"])

@@ -6,23 +6,22 @@ summarize, ingest) only starts that work sooner: a beat sweep finds whatever no 
 was sent for. Celery retries a failed publish by default (three more attempts, 0.6 s
 of sleeps), so during a Redis outage every write with a user message answered
 ~620 ms late (BENCHMARKS.md). Instead a send is tried once, and a failure pauses every
-send of this process for PAUSE_SECONDS (as the rate limits pause, api/throttling.py):
-an outage costs one request one failed attempt per pause, and the others nothing.
+send of this process for PAUSE_SECONDS: an outage costs one request one failed attempt
+per pause, and the others nothing. The pause is the Redis client's (redis_client.py):
+the broker is the same Redis, so a failed send pauses the client too, and the reverse.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from celery import current_app
 
-logger = logging.getLogger(__name__)
+from memories.redis_client import PAUSE_SECONDS, redis_failed, redis_paused
 
-PAUSE_SECONDS = 5.0
-_paused_until = 0.0
+logger = logging.getLogger(__name__)
 
 
 class TaskNotSent(Exception):
@@ -30,21 +29,21 @@ class TaskNotSent(Exception):
 
 
 def sending_paused() -> bool:
-    """Whether a send failed in this process within the last PAUSE_SECONDS."""
-    return time.monotonic() < _paused_until
+    """Whether Redis failed this process (a send, or any command) within the last
+    PAUSE_SECONDS."""
+    return redis_paused()
 
 
 def sending_failed(error: BaseException, what: str) -> None:
     """Pause this process's sends (Redis is down: the broker and the senders' queued
     flags live there); logged once per outage, not per request."""
-    global _paused_until
-    if not sending_paused():
+    if not redis_paused():
         logger.warning(
             "could not send %s (%s): no task is sent from this process for %.0f s; "
             "the beat sweeps catch up",
             what, error, PAUSE_SECONDS,
         )  # fmt: skip
-    _paused_until = time.monotonic() + PAUSE_SECONDS
+    redis_failed()
 
 
 def task_send(

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import pytest
 from celery import current_app
 
+from memories import redis_client
 from memories.models import Memory
-from memories.services import task_sending
 from memories.services.task_sending import TaskNotSent, sending_paused, task_send
 from synopsis.models import FactExtraction
 
@@ -95,7 +95,7 @@ def test_a_failed_send_is_tried_once_then_sends_pause(gone):
     assert gone.accepted == tried
 
     # after it: tried again
-    task_sending._paused_until = 0.0  # the pause over (the conftest resets it after a test)
+    redis_client._paused_until = 0.0  # the pause over (the conftest resets it after a test)
     with pytest.raises(TaskNotSent):
         task_send(TASK)
     assert gone.accepted > tried
