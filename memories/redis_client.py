@@ -11,6 +11,7 @@ broker is the same Redis.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import lru_cache
@@ -24,6 +25,7 @@ CONNECT_TIMEOUT_SECONDS = 0.5
 SOCKET_TIMEOUT_SECONDS = 1.0
 PAUSE_SECONDS = 5.0
 
+logger = logging.getLogger(__name__)
 _paused_until = 0.0
 T = TypeVar("T")
 
@@ -37,9 +39,15 @@ def redis_paused() -> bool:
     return time.monotonic() < _paused_until
 
 
-def redis_failed() -> None:
-    """Redis could not be reached: this process leaves it alone for PAUSE_SECONDS."""
+def redis_failed(error: BaseException, what: str = "Redis unreachable") -> None:
+    """Redis could not be reached: this process leaves it alone for PAUSE_SECONDS.
+    Logged once per outage (``what`` and the error), not at every refused command."""
     global _paused_until
+    if not redis_paused():
+        logger.warning(
+            "%s (%s): Redis is not tried from this process for %.0f s",
+            what, error, PAUSE_SECONDS,
+        )  # fmt: skip
     _paused_until = time.monotonic() + PAUSE_SECONDS
 
 
@@ -48,8 +56,8 @@ def _guarded(call: Callable[[], T]) -> T:
         raise RedisPaused(f"Redis not tried: unreachable less than {PAUSE_SECONDS:.0f} s ago")
     try:
         return call()
-    except (redis.ConnectionError, redis.TimeoutError):
-        redis_failed()
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        redis_failed(error)
         raise
 
 

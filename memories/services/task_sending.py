@@ -13,15 +13,12 @@ the broker is the same Redis, so a failed send pauses the client too, and the re
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from celery import current_app
 
 from memories.redis_client import PAUSE_SECONDS, redis_failed, redis_paused
-
-logger = logging.getLogger(__name__)
 
 
 class TaskNotSent(Exception):
@@ -37,13 +34,7 @@ def sending_paused() -> bool:
 def sending_failed(error: BaseException, what: str) -> None:
     """Pause this process's sends (Redis is down: the broker and the senders' queued
     flags live there); logged once per outage, not per request."""
-    if not redis_paused():
-        logger.warning(
-            "could not send %s (%s): no task is sent from this process for %.0f s; "
-            "the beat sweeps catch up",
-            what, error, PAUSE_SECONDS,
-        )  # fmt: skip
-    redis_failed()
+    redis_failed(error, f"could not send {what}, the beat sweeps will do its work")
 
 
 def task_send(

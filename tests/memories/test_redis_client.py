@@ -27,7 +27,7 @@ def test_a_command_that_fails_pauses_every_command_and_pipeline(gone):
     with pytest.raises(redis.ConnectionError):
         redis_client().get("x")
     tried = gone.accepted
-    assert tried == 1 and redis_paused()
+    assert tried >= 1 and redis_paused()
 
     with pytest.raises(RedisPaused):
         redis_client().set("x", "1")
@@ -40,7 +40,7 @@ def test_a_command_that_fails_pauses_every_command_and_pipeline(gone):
     client_module._paused_until = 0.0  # the pause over
     with pytest.raises(redis.ConnectionError):
         redis_client().get("x")
-    assert gone.accepted == tried + 1
+    assert gone.accepted > tried  # asked again
 
 
 @pytest.mark.django_db(transaction=True)
