@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
-	$(VENV)/bin/mypy memoryhub memories ingestion synopsis
+	$(VENV)/bin/mypy memoryhub memories ingestion synopsis console
 
 bench: $(STAMP)  ## write/ingest/search benchmarks (not part of the tests)
 	$(PY) bench/run.py

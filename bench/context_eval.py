@@ -39,7 +39,7 @@ For every question (those with evidence among the turns) and every budget, three
   added in rank order if it still fits; k is large enough never to run out (a line
   costs at least 10 tokens).
 
-All three are counted with the same token counter (memories.tokens, cl100k_base) and
+All three are counted with the same token counter (memories.providers.tokens, cl100k_base) and
 scored (bench/context_scoring.py) for evidence recall (the share of the evidence turns
 whose text appears) and answer containment (the normalized gold answer appears,
 categories 1-4), per category. --json writes {"dataset", "source", "conversations",
@@ -94,7 +94,7 @@ from bench.evaluation_command import evaluation_main  # noqa: E402
 from bench.locomo import locomo_dataset  # noqa: E402
 from bench.rankings import project_users  # noqa: E402
 from memories.config import SettingsError  # noqa: E402
-from memories.tokens import token_count  # noqa: E402
+from memories.providers.tokens import token_count  # noqa: E402
 
 if TYPE_CHECKING:
     from memories.models import EndUser, Project

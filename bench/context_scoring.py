@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import CATEGORIES, Conversation, evidence_ids, locomo_load
-from memories.tokens import token_count
+from memories.providers.tokens import token_count
 
 METHODS = ("context", "last_turns", "search")
 METHOD_TITLES = {"context": "context", "last_turns": "last turns", "search": "search"}

@@ -54,8 +54,8 @@ from bench.evaluation_command import django_start  # noqa: E402
 from bench.synthetic_text import texts_generate  # noqa: E402
 
 if TYPE_CHECKING:
-    from memories.embeddings import EmbeddingProvider
     from memories.models import Project
+    from memories.providers.embeddings import EmbeddingProvider
 
 SIZES = ("short", "long", "maximum")
 MODES = ("truncated", "windowed")
@@ -142,8 +142,8 @@ def throughput(
 ) -> dict[str, Any]:
     """Write ``texts`` pending, embed them all with ``embedding_run`` and time it (wall
     and this process's CPU time: the tokenizer, the model, Django; not PostgreSQL's)."""
-    from memories.embeddings import get_provider
     from memories.models import Embedding
+    from memories.providers.embeddings import get_provider
     from memories.services.embedding import embedding_pending_count, embedding_run
 
     provider = get_provider()
@@ -184,7 +184,7 @@ def peak_child(mode: str) -> dict[str, Any]:
     worker's start-up check does) and after the last batch."""
     from django.conf import settings
 
-    from memories.embeddings import get_provider, torch_threads_set
+    from memories.providers.embeddings import get_provider, torch_threads_set
     from memories.services.embedding import embedding_process_batch, embedding_space_get
 
     provider = get_provider()
@@ -340,7 +340,7 @@ def throughput_phase(
     """Tokenizing per size, then throughput per size and mode, in this process."""
     from django.conf import settings
 
-    from memories.embeddings import get_provider, torch_threads_set
+    from memories.providers.embeddings import get_provider, torch_threads_set
 
     provider = get_provider()
     provider.load()  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """The bare embedding model in the benchmark process: the ceiling the hub's worker can
 reach. It runs on the hub's runtime (EMBEDDING_RUNTIME, default onnx-int8) through
-memories.embedding_runtimes, as the hub's provider does, so the figures beside the hub's
+memories.providers.embedding_runtimes, as the hub's provider does, so the figures beside the hub's
 are the same model on the same runtime (and vectors the bulk loader sums are in the
 hub's space)."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from bench.client import summary
-from memories.embedding_runtimes import DEFAULT_RUNTIME, ModelRuntime, runtime_load
-from memories.onnx_export import onnx_folder
+from memories.providers.embedding_runtimes import DEFAULT_RUNTIME, ModelRuntime, runtime_load
+from memories.providers.onnx_export import onnx_folder
 
 
 def runtime_name() -> str:

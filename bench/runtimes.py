@@ -8,7 +8,7 @@ onnx-int8), on LoCoMo turns and questions:
     .venv/bin/python bench/runtimes.py PATH --runtimes torch,onnx-int8 --json OUT.json
 
 Per runtime, in a fresh process each (so its imports and memory are its own), through
-the provider the hub uses (memories.embeddings.LocalEmbeddingProvider):
+the provider the hub uses (memories.providers.embeddings.LocalEmbeddingProvider):
 
 * ``per_second``: texts per second embedding every turn in calls of EMBEDDING_BATCH_SIZE
   (64) in arrival order, as the worker embeds its claims, on EMBEDDING_TORCH_THREADS
@@ -75,7 +75,7 @@ def measure(runtime: str, path: Path) -> dict[str, Any]:
     from django.conf import settings
 
     from bench.locomo import locomo_dataset
-    from memories.embeddings import get_provider, torch_threads_set
+    from memories.providers.embeddings import get_provider, torch_threads_set
 
     dataset = locomo_dataset(path)
     turns = [message.content for dialogue in dataset.dialogues for message in dialogue.messages]

@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memories.tokens import ENCODINGS, encoding_get
+from memories.providers.tokens import ENCODINGS, encoding_get
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class TokenWindowChunker:
     word piece that holds no clean cut (a 200-letter 'word', runs of emoji) the cut
     falls between whole characters anyway: the window still re-encodes to at most
     ``window_size`` tokens, and the overlap to ``window_overlap`` or a few tokens
-    fewer (tests/ingestion/test_chunkers.py states the bound the property test holds)."""
+    fewer (tests/ingestion/services/test_chunkers.py states the bound the property test holds)."""
 
     def __init__(
         self, *, window_size: int = 512, window_overlap: int = 50, encoding: str = "cl100k_base"

@@ -22,7 +22,7 @@ from ingestion.services.documents import (
     documents_stalled,
 )
 from ingestion.services.pipeline import document_fail, document_ingest
-from memories.embeddings import EmbeddingError
+from memories.providers.embeddings import EmbeddingError
 from memories.services.maintenance import maintenance_run
 
 logger = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ def embedding_runtime(app_configs: Any = None, **kwargs: Any) -> list[checks.Che
     (without loading the model: the ONNX graphs themselves are exported at first use)."""
     from django.conf import settings
 
-    from memories.embedding_runtimes import RUNTIMES
+    from memories.providers.embedding_runtimes import RUNTIMES
 
     config = settings.EMBEDDING
     runtime = config.get("RUNTIME", "torch")

@@ -12,8 +12,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import DatabaseError
 
-from memories.embeddings import EmbeddingError
 from memories.models import Project
+from memories.providers.embeddings import EmbeddingError
 from memories.services.access import accesses_flush
 from memories.services.embedding import (
     EMBEDDING_RUN_TASK,

@@ -33,7 +33,7 @@ def worker_startup_check(**kwargs: Any) -> None:
     Runs in the main worker process before the pool forks. torch runs on one thread
     here: an OpenMP thread pool created before fork() hangs the forked children.
     """
-    from memories.embeddings import get_provider, torch_threads_set
+    from memories.providers.embeddings import get_provider, torch_threads_set
     from memories.services.embedding import embedding_space_get, embedding_space_index_ensure
 
     provider = get_provider()
@@ -73,14 +73,14 @@ def worker_process_setup(**kwargs: Any) -> None:
     from django.conf import settings
     from django.db import connections
 
-    from memories.embeddings import torch_threads_set
-    from memories.services.search.threads import search_nice
+    from memories.providers.embeddings import torch_threads_set
+    from memories.providers.threads import search_nice
 
     connections.close_all()  # never share the parent's database connection
     torch_threads_set(settings.EMBEDDING["TORCH_THREADS"] or None)
     # background work yields the CPU to the web processes on a shared machine: writes
     # and searches must stay fast while a backlog is embedded. Searches run SEARCH_NICE
-    # below writes (search/threads.py): the worker's processes stay WORKER_NICE below
+    # below writes (providers/threads.py): the worker's processes stay WORKER_NICE below
     # them; its session, which the kernel weighs against the web's, WORKER_NICE below
     # the web's (where writes and searches are one session, ranked inside it)
     os.nice(min(19, search_nice() + settings.EMBEDDING["WORKER_NICE"]))

@@ -21,7 +21,7 @@ import dj_database_url
 from celery.schedules import crontab
 from kombu import Queue
 
-from memories.embedding_runtimes import DEFAULT_RUNTIME
+from memories.providers.embedding_runtimes import DEFAULT_RUNTIME
 from memoryhub import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "memories",
     "ingestion",
     "synopsis",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -170,7 +171,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
     # nor forever on one that hangs (kombu's default: no timeout); above BRPOP's 1 s
     "socket_timeout": 5.0,
-    # a send with retry=False (memories/services/task_sending.py) tries to connect once,
+    # a send with retry=False (memories/providers/task_sending.py) tries to connect once,
     # not again for broker_connection_timeout (4 s); sends with a retry policy (beat's)
     # keep their own max_retries, and the worker's consumer its own reconnection loop
     "max_retries": 0,
@@ -240,7 +241,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "login"  # the operators' console (memories/views/auth.py)
+LOGIN_URL = "login"  # the operators' console (console/views/auth.py)
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 # failed logins (console and admin) counted in the cache, so every web process shares
@@ -331,7 +332,7 @@ EMBEDDING: dict[str, Any] = {
     "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
     "MODEL": os.environ.get("EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
     # what runs the local model: torch, onnx-fp32 or onnx-int8 (ONNX Runtime on graphs
-    # exported once into DATA_DIR/models/ at first use; memories/embedding_runtimes.py).
+    # exported once into DATA_DIR/models/ at first use; memories/providers/embedding_runtimes.py).
     # int8: 2.3 ms a query instead of torch's 12.4, 1.8x the texts/s, a third of the
     # memory, the same LoCoMo recall@10 (bench/runtimes.py)
     "RUNTIME": os.environ.get("EMBEDDING_RUNTIME", DEFAULT_RUNTIME),
@@ -378,7 +379,7 @@ SEARCH_CONCURRENCY = env_int(
 # searches run on threads of their own, this many nice levels below writes, and so do
 # their connections' backends in the embedded PostgreSQL (0: on the request's thread, at
 # its priority; Linux), so a write runs at once on cores busy with searches
-# (memories/services/search/threads.py, BENCHMARKS.md)
+# (memories/providers/threads.py, BENCHMARKS.md)
 SEARCH_NICE = env_int("SEARCH_NICE", 10)
 # the search's statements are prepared on each connection, planned once instead of at
 # every search (memories/services/search/prepared.py); off behind a pooler in
@@ -387,7 +388,7 @@ SEARCH_PREPARED_STATEMENTS = env_bool("SEARCH_PREPARED_STATEMENTS", True)
 # a web process keeps a verified API key (with its project) and the row ids of the users
 # and rooms searches name for this long (0: read them with every request): a key
 # revoked or a project's settings changed elsewhere apply in it within that time, at
-# once in the process that made the change (memories/services/kept.py, BENCHMARKS.md)
+# once in the process that made the change (memories/providers/kept.py, BENCHMARKS.md)
 LOOKUP_CACHE_SECONDS = env_float("LOOKUP_CACHE_SECONDS", 2.0)
 # Documents (the ingestion app). The chunker and its sizes are per project (config.py).
 INGESTION: dict[str, Any] = {

@@ -2,10 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memories.api import health
-from memories.forms import AdminLoginForm
-from memories.views import auth as console_auth
-from memoryhub import errors
+from console.forms import AdminLoginForm
+from console.views import auth as console_auth
+from memoryhub import errors, health
 
 # the admin's login counts failures and refuses when throttled, as the console's does
 admin.site.login_form = AdminLoginForm
@@ -19,8 +18,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("health/", health.health, name="health"),
     path("ready/", health.ready, name="ready"),
-    path("", include("ingestion.urls")),  # the console's Documents tab
-    path("", include("memories.urls")),
+    path("", include("console.urls")),
 ]
 
 # an unknown URL under /api/ (a run id that is not a number, a typo) is the API's JSON 404

@@ -4,7 +4,7 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-from memories.heap import heap_trim
+from memories.providers.heap import heap_trim
 from memoryhub import embedded
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
@@ -13,7 +13,7 @@ embedded.services_start()  # a no-op under the hub, which passes DATABASE_URL on
 
 
 def _model_tune() -> None:
-    from memories.embeddings import web_process_tune
+    from memories.providers.embeddings import web_process_tune
 
     web_process_tune()  # before the warm-up loads the model
 
@@ -23,7 +23,7 @@ _model_tune()
 
 def _warm_up() -> None:
     """Load the embedding model in the background so the first search is not slow."""
-    from memories.embeddings import get_provider
+    from memories.providers.embeddings import get_provider
 
     with contextlib.suppress(Exception):  # the first real search reports any error
         get_provider().embed(["warm-up"])

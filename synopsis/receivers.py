@@ -7,8 +7,8 @@ from typing import Any
 
 from django.dispatch import receiver
 
+from memories.providers.task_sending import TaskNotSent, sending_paused
 from memories.services.buffer import rooms_over_capacity
-from memories.services.task_sending import TaskNotSent, sending_paused
 from memories.signals import memories_created, synopsis_requested
 from synopsis.services.facts import facts_extract_enqueue
 from synopsis.services.summaries import room_summarize_enqueue

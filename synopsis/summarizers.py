@@ -22,8 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
+from memories.providers.tokens import token_count, token_truncate
 from memories.services import embedding as embedding_pipeline
-from memories.tokens import token_count, token_truncate
 from synopsis.llm import LlmError, LlmProvider, llm_provider
 
 logger = logging.getLogger(__name__)

@@ -66,7 +66,7 @@ def task_sending_unpaused() -> Iterator[None]:
     """A test that made Redis or the broker fail pauses the process's Redis client and
     task sends (redis_client.py): the next test uses them again."""
     yield
-    from memories import redis_client
+    from memories.providers import redis_client
 
     redis_client._paused_until = 0.0
 

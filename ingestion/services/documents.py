@@ -21,9 +21,9 @@ from django.utils import timezone
 from ingestion.models import Document, DocumentContent
 from ingestion.services.chunks import chunks_delete, chunks_of, chunks_staged
 from memories.models import EndUser, Project
+from memories.providers.task_sending import TaskNotSent, task_send
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
-from memories.services.task_sending import TaskNotSent, task_send
 from memories.services.users import end_user_get_or_create
 
 logger = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from ingestion.services.chunks import (
     chunks_of,
     chunks_staged,
 )
-from memories.embeddings import EmbeddingError
 from memories.models import Memory, MemoryRevision
+from memories.providers.embeddings import EmbeddingError
 from memories.services import embedding as embedding_pipeline
 from memories.services.memories import memories_status_change, memory_create_batch
 from memories.services.revisions import Actor

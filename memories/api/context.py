@@ -13,10 +13,10 @@ from rest_framework.views import APIView
 from memories.api.schema import ERROR_REF
 from memories.api.scoping import end_user_get, project_of, room_get
 from memories.api.serializers import external_id_field
+from memories.providers.tokens import ENCODINGS
 from memories.services.context import ContextResult, context_build
 from memories.services.context.fitting import SECTIONS, Section
 from memories.services.context.query import MessagesInvalid, messages_check
-from memories.tokens import ENCODINGS
 
 MIN_TOKENS, MAX_TOKENS = 100, 200_000
 

@@ -18,7 +18,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memories.embeddings import EmbeddingError
+from memories.providers.embeddings import EmbeddingError
 from memories.services.idempotency import IdempotencyKeyReused
 from memories.services.memories import MemoryConflict
 

@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from memories.models import ApiKey
-from memories.redis_client import redis_client
+from memories.providers.redis_client import redis_client
 from memories.services.configuration import project_settings_get
 
 logger = logging.getLogger(__name__)

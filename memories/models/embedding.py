@@ -34,7 +34,7 @@ class Embedding(models.Model):
     """The vector of one window of a memory's text in one space.
 
     A text longer than the model reads at once is embedded as overlapping windows
-    (memories.embeddings.token_windows), each a row; a memory's similarity to a query
+    (memories.providers.embeddings.token_windows), each a row; a memory's similarity to a query
     is its best window's. The vector column is untyped so spaces can differ in size.
     """
 

@@ -29,7 +29,7 @@ from django.db import connection, transaction
 
 from memories.config import settings_from_overrides
 from memories.models import Memory, Project
-from memories.redis_client import redis_client
+from memories.providers.redis_client import redis_client
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ search over the messages still in capacity, and which rooms have overflowed.
 
 The messages are the room's ``message`` memories; "unsummarized" means active (the
 summarizer in ``synopsis`` archives what it condenses). The search loads the room's
-capacity with its vectors into a :class:`memories.buffer.BufferMemory` and ranks there.
+capacity with its vectors into a
+:class:`memories.providers.buffer_memory.BufferMemory` and ranks there.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
-from memories.buffer import BufferHit, BufferMemory
 from memories.config import BufferSettings, settings_from_overrides
 from memories.models import Memory, Project, Room
+from memories.providers.buffer_memory import BufferHit, BufferMemory
 from memories.services.configuration import room_settings_get
 from memories.services.embedding import memory_vectors
 from memories.services.search.query_embedding import query_embedding_start

@@ -28,14 +28,14 @@ from django.db import connection, connections, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
-from memories.embeddings import (
+from memories.models import Embedding, EmbeddingSpace, Memory
+from memories.providers.embeddings import (
     EmbeddingDimensionMismatch,
     EmbeddingProvider,
     get_provider,
     normalize,
 )
-from memories.models import Embedding, EmbeddingSpace, Memory
-from memories.services.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
+from memories.providers.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from memories.services.vector_index import index_create_sql
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories.models import ApiKey, Project
-from memories.services.kept import Kept
+from memories.providers.kept import Kept
 
 KEY_PREFIX = "mh_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)

@@ -43,10 +43,10 @@ from memories.models import (
     MemoryRevision,
     Project,
 )
+from memories.providers.task_sending import TaskNotSent, task_send
 from memories.services.configuration import project_settings_get
 from memories.services.maintenance import maintenance_run
 from memories.services.revisions import Actor
-from memories.services.task_sending import TaskNotSent, task_send
 
 PRUNE_TASK = "prune"  # MaintenanceRun.task of pruning runs (and their purge)
 PRUNE_QUEUED_TASK = "memories.tasks.prune_queued_task"  # sent by name (prune_enqueue)

@@ -35,11 +35,11 @@ from django.utils import timezone
 from memories.config import SynopsisSettings
 from memories.models import EndUser, Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.synopsis import PARTS
-from memories.redis_client import redis_client
+from memories.providers.redis_client import redis_client
+from memories.providers.tokens import token_count
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
 from memories.signals import synopsis_requested
-from memories.tokens import token_count
 
 logger = logging.getLogger(__name__)
 

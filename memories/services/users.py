@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from memories.models import Agent, EndUser, Project, Room
-from memories.services.kept import Kept
+from memories.providers.kept import Kept
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
 from memories.services.working import WorkingMemoryUnavailable, working_clear

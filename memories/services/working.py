@@ -22,8 +22,8 @@ import faiss
 import numpy as np
 from django.conf import settings
 
-from memories.embeddings import EmbeddingProvider, get_provider, normalize, query_cache
 from memories.models import Room
+from memories.providers.embeddings import EmbeddingProvider, get_provider, normalize, query_cache
 from memories.services.configuration import room_settings_get
 from memories.services.working_store import (
     WorkingMemoryUnavailable,

@@ -26,7 +26,7 @@ from typing import Any
 
 import redis
 
-from memories.redis_client import redis_client
+from memories.providers.redis_client import redis_client
 
 KEY_PREFIX = "memoryhub:working"
 _INDEX_KEY = re.compile(rf"^{KEY_PREFIX}:\{{(\d+):(\d+)\}}:index$")

@@ -28,8 +28,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memories.config import FactSettings
-from memories.embeddings import normalize
 from memories.models import Embedding, EndUser, Memory, MemoryRevision
+from memories.providers.embeddings import normalize
+from memories.providers.task_sending import task_send
 from memories.services.configuration import project_settings_get
 from memories.services.embedding import embedding_space_get, get_provider
 from memories.services.memories import (
@@ -39,7 +40,6 @@ from memories.services.memories import (
     memory_update,
 )
 from memories.services.revisions import Actor
-from memories.services.task_sending import task_send
 from memories.structured import structured_content_clean
 from synopsis.extraction import ExtractionResult, FactDraft, facts_draft
 from synopsis.llm import llm_provider

@@ -21,12 +21,12 @@ import redis
 from django.db import connection, transaction
 
 from memories.models import Memory, Room
-from memories.redis_client import redis_client
+from memories.providers.redis_client import redis_client
+from memories.providers.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from memories.services.buffer import room_messages, room_summary_latest
 from memories.services.configuration import room_settings_get
 from memories.services.memories import MemoryInput, memories_status_change, memory_create_batch
 from memories.services.revisions import Actor
-from memories.services.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from synopsis.summarizers import SummaryDraft, Turn, summary_draft
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ QUEUED_FLAG_TTL = 300  # a lost task's room is summarized again by the sweep aft
 def room_summarize_enqueue(*, room_ids: list[int]) -> int:
     """Ask a worker to summarize each room, unless a task for it is already queued;
     returns how many were sent. Redis unreachable: none (the sweep catches up; sends
-    pause, memories/services/task_sending.py)."""
+    pause, memories/providers/task_sending.py)."""
     sent = 0
     client = redis_client()
     for room_id in room_ids:

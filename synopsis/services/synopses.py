@@ -29,6 +29,8 @@ from django.utils import timezone
 from memories.config import SynopsisSettings
 from memories.models import EndUser, Memory, Synopsis
 from memories.models.synopsis import IDENTITY, PARTS
+from memories.providers.task_sending import task_send
+from memories.providers.tokens import token_count, token_truncate
 from memories.services.configuration import project_settings_get
 from memories.services.synopsis import (
     FRESH,
@@ -38,8 +40,6 @@ from memories.services.synopsis import (
     synopsis_store,
     synopsis_ttl_seconds,
 )
-from memories.services.task_sending import task_send
-from memories.tokens import token_count, token_truncate
 from synopsis.llm import LlmError, LlmProvider, llm_provider
 from synopsis.services.facts import HUB_TEXT_FLAG, normalized
 from synopsis.services.summaries import DERIVED_QUEUE

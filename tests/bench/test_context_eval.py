@@ -28,7 +28,7 @@ from bench.context_scoring import (
 )
 from bench.locomo import locomo_load
 from memories.models import Project
-from memories.tokens import token_count
+from memories.providers.tokens import token_count
 
 REPO = Path(__file__).resolve().parent.parent.parent
 

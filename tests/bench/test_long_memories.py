@@ -7,7 +7,7 @@ import pytest
 
 from bench.long_memories import arguments, cost_ratios, windows_mode
 from bench.synthetic_text import texts_generate
-from memories.embeddings import LocalEmbeddingProvider
+from memories.providers.embeddings import LocalEmbeddingProvider
 
 
 def test_short_texts_are_chat_turns() -> None:

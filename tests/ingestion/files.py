@@ -2,7 +2,7 @@
 (reportlab for PDF, python-docx for DOCX, pypdf for encryption), never hand-made bytes
 that only our own parser would accept. Each sample states the facts a test checks.
 
-Used by tests/ingestion/test_loaders.py and the pipeline's tests; bench/ingestion_phase.py
+Used by tests/ingestion/services/test_loaders.py and the pipeline's tests; bench/ingestion_phase.py
 builds its 200-page PDF with pdf_bytes too.
 """
 

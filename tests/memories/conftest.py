@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from memories.embeddings import HashingEmbeddingProvider, token_windows
 from memories.models import Embedding, Memory, content_hash
+from memories.providers.embeddings import HashingEmbeddingProvider, token_windows
 from memories.services import embedding as pipeline
 
 

@@ -4,7 +4,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memories.onnx_export import STEPS, ExportError, manifest_read, onnx_export, onnx_folder
+from memories.providers.onnx_export import (
+    STEPS,
+    ExportError,
+    manifest_read,
+    onnx_export,
+    onnx_folder,
+)
 
 
 class Command(BaseCommand):

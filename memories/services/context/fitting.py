@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memories.providers.tokens import token_count
 from memories.services.context.sources import Candidate
-from memories.tokens import token_count
 
 # the order sections are filled in (and unused budget flows), and their headings
 SECTIONS = ("synopsis", "facts", "working", "history", "retrieved")

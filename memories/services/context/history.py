@@ -12,8 +12,8 @@ from typing import Any
 from django.db.models import Q
 
 from memories.models import EndUser, Memory, Room
-from memories.redis_client import redis_client
-from memories.tokens import token_count
+from memories.providers.redis_client import redis_client
+from memories.providers.tokens import token_count
 
 logger = logging.getLogger(__name__)
 

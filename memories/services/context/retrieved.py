@@ -10,9 +10,9 @@ import numpy as np
 from django.db import connection
 
 from memories.models import EmbeddingSpace, EndUser, Memory
+from memories.providers.tokens import token_count
 from memories.services.context.sources import TURN_FIELDS, Candidate, turn_text
 from memories.services.search import SearchFilters, SearchResult, memory_search, search_extend
-from memories.tokens import token_count
 
 # search results considered for the retrieved section: enough to fill the room the
 # other sections leave with the user's memories as long as they have rendered lately

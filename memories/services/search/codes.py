@@ -46,7 +46,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from memories.heap import heap_trim
+from memories.providers.heap import heap_trim
 
 # rows read again from the database with each search past which the codes are reloaded
 DELTA_RELOAD_ROWS = 1_000

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 
 from memories.models import Project
-from memories.services.kept import Kept
+from memories.providers.kept import Kept
 from memories.services.search.filters import SearchFilters
 from memories.services.search.kept import set_key
 from memories.services.search.keyword import (

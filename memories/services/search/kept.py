@@ -2,7 +2,7 @@
 statement to read and hardly move (a large set's estimated size, its BM25 mean length),
 each for a while, at most so many sets (all forgotten when full: an agent searches the
 same user turn after turn, and a process that serves more sets than that reads them
-again). Kept itself is memories.services.kept's."""
+again). Kept itself is memories.providers.kept's."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from django.db import connection
 
 from memories.config import SearchSettings
 from memories.models import SEARCH_CONFIG, Project, keyword_document_sql, keyword_owner_token
-from memories.services.kept import Kept
+from memories.providers.kept import Kept
 from memories.services.search.filters import SearchFilters
 from memories.services.search.kept import set_key
 from memories.services.search.prepared import prepared_cursor

@@ -28,8 +28,8 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection
 
+from memories.providers.threads import StepThreads
 from memories.services.search.slots import searches_waiting
-from memories.services.search.threads import StepThreads
 
 T = TypeVar("T")
 

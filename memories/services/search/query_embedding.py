@@ -1,5 +1,5 @@
 """The query's vector: embedded on a background thread, below the search's own
-(search/threads.py), so that PostgreSQL runs the count and the keyword query meanwhile
+(providers/threads.py), so that PostgreSQL runs the count and the keyword query meanwhile
 (the model releases the GIL)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memories.embeddings import EmbeddingProvider, get_provider, query_cache
 from memories.models import EmbeddingSpace
+from memories.providers.embeddings import EmbeddingProvider, get_provider, query_cache
+from memories.providers.kept import Kept
 from memories.services.embedding import embedding_space_get
-from memories.services.kept import Kept
 
 # how long a web process keeps the configured model's embedding space: a search read it
 # with every query (an ORM get_or_create: ~0.9 ms of each context), and a space, once

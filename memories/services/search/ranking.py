@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.utils import timezone
 
 from memories.config import SearchSettings
-from memories.embeddings import cosine_similarity
+from memories.providers.embeddings import cosine_similarity
 from memories.services.search.fusion import neighbour_fusion
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import ParamSpec, Protocol, TypeVar
 from django.conf import settings
 from django.db import connection
 
-from memories.services.search.threads import StepThreads, search_nice
+from memories.providers.threads import StepThreads, search_nice
 
 
 class Timed(Protocol):

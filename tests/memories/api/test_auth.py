@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Room
-from memories.services import kept, projects
+from memories.providers import kept, projects
 from memories.services.projects import api_key_revoke
 
 USERS = "/api/v1/users/"

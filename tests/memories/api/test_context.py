@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories.api.context import ContextOutputSerializer
-from memories.embeddings import get_provider
 from memories.models import Memory
+from memories.providers.embeddings import get_provider
+from memories.providers.tokens import token_count
 from memories.services import context as context_service
 from memories.services.access import accesses_flush
-from memories.tokens import token_count
 from tests.conftest import embed_pending
 
 URL = "/api/v1/context/"

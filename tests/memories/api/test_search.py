@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from memories.embeddings import get_provider
 from memories.models import Embedding, EndUser, Memory
+from memories.providers.embeddings import get_provider
 from memories.services.embedding import embedding_space_get
 from memories.services.importance import importance_recompute
 from memories.services.search import candidate_limit

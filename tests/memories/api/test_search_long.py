@@ -5,8 +5,8 @@ windows are near the query."""
 import numpy as np
 import pytest
 
-from memories.embeddings import get_provider
 from memories.models import Embedding
+from memories.providers.embeddings import get_provider
 from tests.conftest import embed_pending
 
 SEARCH = "/api/v1/search/"

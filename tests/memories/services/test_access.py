@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories import redis_client
 from memories.models import Memory, MemoryRevision, content_hash
+from memories.providers import redis_client
 from memories.services import access
 from memories.services import buffer as buffer_service
 from memories.services.access import (

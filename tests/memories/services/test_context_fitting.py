@@ -7,6 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memories.providers.tokens import token_count
 from memories.services.context.fitting import (
     SECTIONS,
     budgets_split,
@@ -16,7 +17,6 @@ from memories.services.context.fitting import (
 )
 from memories.services.context.query import query_from_messages
 from memories.services.context.sources import Candidate
-from memories.tokens import token_count
 
 WORDS = st.text(
     alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FFF), min_size=1, max_size=40

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from memories.embeddings import EmbeddingDimensionMismatch, HashingEmbeddingProvider
 from memories.models import Embedding, EmbeddingSpace, Memory
+from memories.providers.embeddings import EmbeddingDimensionMismatch, HashingEmbeddingProvider
 from memories.services import embedding as pipeline
 from memories.services.embedding import (
     embedding_process_batch,

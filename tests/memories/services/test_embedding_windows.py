@@ -5,8 +5,8 @@ memories embedded whole before."""
 import numpy as np
 import pytest
 
-from memories.embeddings import get_provider, token_windows
 from memories.models import Embedding, Memory
+from memories.providers.embeddings import get_provider, token_windows
 from memories.services import embedding as pipeline
 from memories.services.embedding import (
     embedding_process_batch,

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def searches_on_this_thread(settings):
     """Searches stay on the test's thread, whose queries _search captures (outside a
-    transaction they would run on a search thread: search/threads.py)."""
+    transaction they would run on a search thread: providers/threads.py)."""
     settings.SEARCH_NICE = 0
 
 

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memories.embeddings import EmbeddingError
 from memories.models import Room
+from memories.providers.embeddings import EmbeddingError
 from memories.services import working, working_store
 from memories.services.configuration import room_settings_update
 from memories.services.revisions import Actor

@@ -10,7 +10,7 @@ from django_celery_beat.schedulers import DatabaseScheduler
 
 from memories import tasks
 from memories.models import Embedding, EmbeddingSpace, Memory
-from memories.redis_client import redis_paused
+from memories.providers.redis_client import redis_paused
 from memories.services import embedding as pipeline
 from memoryhub.celery import app as celery_app
 from tests.conftest import wait_until

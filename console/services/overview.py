@@ -1,0 +1,231 @@
+"""What the operators' console reads: project summaries, the overview's counts and
+per-day series, queue depths, and the users list. Read-only; the console changes
+things through the same services as the API."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, TruncDate
+from django.utils import timezone
+
+from memories.models import ApiKey, EndUser, Memory, Project
+from memories.providers.redis_client import redis_client
+from memories.services.workers import worker_heartbeats
+
+logger = logging.getLogger(__name__)
+
+CHART_DAYS = 30
+USERS_PER_PAGE = 50
+USER_SORTS = {  # the users list's ?sort= values and the ordering each means
+    "external_id": ("external_id",),
+    "-external_id": ("-external_id",),
+    "memories": ("memory_count", "external_id"),
+    "-memories": ("-memory_count", "external_id"),
+    "activity": ("last_activity", "external_id"),
+    "-activity": ("-last_activity", "external_id"),
+}
+USER_SORT_DEFAULT = "-activity"
+
+
+def _memory_count(project: Project) -> Subquery:
+    """Memories of the outer user; served by the index (project, end_user, kind, ...)."""
+    return Subquery(
+        Memory.objects.filter(project=project, end_user=OuterRef("pk"))
+        .order_by()
+        .values("end_user")
+        .annotate(n=Count("*"))
+        .values("n"),
+        output_field=IntegerField(),
+    )
+
+
+def _last_activity(project: Project) -> Subquery:
+    return Subquery(
+        Memory.objects.filter(project=project, end_user=OuterRef("pk"))
+        .order_by()
+        .values("end_user")
+        .annotate(last=Max("created_at"))
+        .values("last")
+    )
+
+
+def projects_summarize(*, projects: QuerySet[Project]) -> list[Project]:
+    """The projects by name, each with ``memory_count``, ``user_count`` and ``pending``
+    (one query; each count a subquery the project's indexes serve)."""
+
+    def count_of(queryset: QuerySet[Any]) -> Coalesce:
+        counted = queryset.order_by().values("project").annotate(n=Count("*")).values("n")
+        return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+    memories = Memory.objects.filter(project=OuterRef("pk"))
+    return list(
+        projects.annotate(
+            memory_count=count_of(memories),
+            user_count=count_of(EndUser.objects.filter(project=OuterRef("pk"))),
+            pending=count_of(memories.pending_embedding()),
+        ).order_by("name")
+    )
+
+
+@dataclass
+class DayCount:
+    day: date
+    count: int
+
+
+@dataclass
+class Overview:
+    """What the project overview shows."""
+
+    total: int
+    kinds: list[str]
+    statuses: list[str]
+    by_kind: dict[str, dict[str, int]]  # by_kind[kind][status] -> count
+    status_totals: dict[str, int]
+    days: list[DayCount]
+    pending: int
+    failed: int
+    user_count: int
+    active_keys: int
+    queues: dict[str, int | None] = field(default_factory=dict)
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    redis_error: str = ""
+
+    @property
+    def rows(self) -> list[tuple[str, list[int], int]]:
+        """(kind, counts in the order of ``statuses``, total) for the table."""
+        return [
+            (kind, [row[s] for s in self.statuses], sum(row.values()))
+            for kind, row in self.by_kind.items()
+        ]
+
+
+def memories_per_day(*, project: Project, days: int = CHART_DAYS) -> list[DayCount]:
+    """Memories created on each of the last ``days`` days (UTC), oldest first, zeros
+    included: one GROUP BY over the project's recent rows."""
+    today = timezone.now().astimezone(timezone.get_fixed_timezone(0)).date()
+    first = today - timedelta(days=days - 1)
+    start = datetime.combine(first, datetime.min.time(), tzinfo=timezone.get_fixed_timezone(0))
+    rows = (
+        Memory.objects.filter(project=project, created_at__gte=start)
+        .annotate(day=TruncDate("created_at"))
+        .order_by()
+        .values("day")
+        .annotate(n=Count("*"))
+    )
+    counts = {row["day"]: row["n"] for row in rows}
+    return [
+        DayCount(day=day, count=counts.get(day, 0))
+        for day in (first + timedelta(days=offset) for offset in range(days))
+    ]
+
+
+def queue_depths() -> dict[str, int | None]:
+    """Messages waiting in each Celery queue (Redis LLEN); raises on a Redis error."""
+    client = redis_client()
+    names = [queue.name for queue in settings.CELERY_TASK_QUEUES]
+    with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.llen(name)
+        return dict(zip(names, pipe.execute(), strict=True))
+
+
+def project_overview(*, project: Project) -> Overview:
+    """Counts by kind and status, memories per day, backlog, queues and workers."""
+    # one pass over the project's rows gives both tables: kind x status, and the
+    # embedding status (pending, failed)
+    grouped = (
+        Memory.objects.filter(project=project)
+        .order_by()
+        .values("kind", "status", "embedding_status")
+        .annotate(n=Count("*"))
+    )
+    kinds, statuses = list(Memory.Kind.values), list(Memory.Status.values)
+    by_kind = {kind: dict.fromkeys(statuses, 0) for kind in kinds}
+    embedding = dict.fromkeys(Memory.EmbeddingStatus.values, 0)
+    for row in grouped:
+        counts = by_kind.setdefault(row["kind"], dict.fromkeys(statuses, 0))
+        counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
+        embedding[row["embedding_status"]] = embedding.get(row["embedding_status"], 0) + row["n"]
+    overview = Overview(
+        total=sum(sum(row.values()) for row in by_kind.values()),
+        kinds=kinds,
+        statuses=statuses,
+        by_kind=by_kind,
+        status_totals={s: sum(row[s] for row in by_kind.values()) for s in statuses},
+        days=memories_per_day(project=project),
+        pending=embedding[Memory.EmbeddingStatus.PENDING],
+        failed=embedding[Memory.EmbeddingStatus.FAILED],
+        user_count=EndUser.objects.for_project(project).count(),
+        active_keys=ApiKey.objects.active().filter(project=project).count(),
+    )
+    try:
+        overview.queues = queue_depths()
+        overview.workers = worker_heartbeats()
+    except Exception as error:  # noqa: BLE001 - shown to the operator, not a 500
+        logger.warning("console overview: Redis unavailable: %s", error)
+        overview.redis_error = str(error) or type(error).__name__
+    return overview
+
+
+@dataclass
+class UsersPage:
+    """One page of the users list: ``page.object_list`` are EndUsers annotated with
+    ``memory_count``, ``room_count`` and ``last_activity``."""
+
+    page: Page[EndUser]
+    sort: str
+    query: str
+
+
+def users_list(*, project: Project, query: str = "", sort: str = "", page: Any = 1) -> UsersPage:
+    """The project's users matching ``query`` (external id or name, case-insensitive
+    substring), sorted by ``sort`` (a key of USER_SORTS), USERS_PER_PAGE a page.
+
+    Only the sort's own figure is computed for every matching user (a correlated
+    subquery on the index (project, end_user, kind, -created_at)); the page's figures
+    are then read for its users alone in one GROUP BY."""
+    sort = sort if sort in USER_SORTS else USER_SORT_DEFAULT
+    users = EndUser.objects.for_project(project)
+    if query:
+        users = users.filter(Q(external_id__icontains=query) | Q(name__icontains=query))
+    if sort.lstrip("-") == "memories":
+        users = users.annotate(memory_count=Coalesce(_memory_count(project), 0))
+    elif sort.lstrip("-") == "activity":
+        users = users.annotate(last_activity=_last_activity(project))
+    # users without memories have no figure: last either way
+    ordering = [
+        F(name[1:]).desc(nulls_last=True) if name[0] == "-" else F(name).asc(nulls_last=True)
+        for name in USER_SORTS[sort]
+    ]
+    paginator = Paginator(users.order_by(*ordering), USERS_PER_PAGE)
+    current = paginator.get_page(page)
+    _page_figures_add(project, list(current.object_list))
+    return UsersPage(page=current, sort=sort, query=query)
+
+
+def _page_figures_add(project: Project, users: list[EndUser]) -> None:
+    """Set memory_count, room_count and last_activity on each user of one page."""
+    rows = (
+        Memory.objects.filter(project=project, end_user__in=[user.pk for user in users])
+        .order_by()
+        .values("end_user")
+        .annotate(
+            n=Count("*"),
+            rooms=Count("room", distinct=True),
+            last=Max("created_at"),
+        )
+    )
+    figures: dict[int, dict[str, Any]] = {row["end_user"]: dict(row) for row in rows}
+    for user in users:
+        row: dict[str, Any] = figures.get(user.pk, {})
+        user.memory_count = row.get("n", 0)  # type: ignore[attr-defined]
+        user.room_count = row.get("rooms", 0)  # type: ignore[attr-defined]
+        user.last_activity = row.get("last")  # type: ignore[attr-defined]

@@ -1,0 +1,198 @@
+"""The console's project pages: the list, the overview, the API keys and the
+configuration. Reads come from console.services.overview, changes go through the
+services the API uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
+
+from console.forms import ApiKeyCreateForm, SettingsSectionForm
+from console.services.overview import DayCount, project_overview, projects_summarize
+from console.views.access import project_view, projects_visible
+from memories.config import SettingsError, settings_as_dict, settings_schema
+from memories.models import ApiKey, Membership, SettingsRevision
+from memories.services.configuration import project_settings_get, project_settings_update
+from memories.services.projects import KEY_PREFIX, api_key_create, api_key_revoke
+from memories.services.revisions import Actor
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """The projects this operator may open (superusers: all), with their counts."""
+    projects = projects_summarize(projects=projects_visible(request.user))
+    roles = dict(
+        Membership.objects.filter(user_id=request.user.pk or 0).values_list("project_id", "role")
+    )
+    for project in projects:
+        role = "superuser" if request.user.is_superuser else roles.get(project.pk, "")
+        project.role = role  # type: ignore[attr-defined]
+    return render(request, "console/projects.html", {"projects": projects})
+
+
+@dataclass
+class Bar:
+    """One day of the overview's chart, in SVG user units."""
+
+    day: date
+    count: int
+    x: float
+    y: float
+    height: float
+
+
+CHART_HEIGHT, CHART_SLOT, CHART_BAR = 120.0, 20.0, 14.0
+
+
+def _bars(days: list[DayCount]) -> tuple[list[Bar], int]:
+    """The chart's bars (a one-unit stub for a day with memories, so none is lost at
+    scale) and the count at the top of the scale."""
+    top = max((day.count for day in days), default=0)
+    bars = []
+    for index, day in enumerate(days):
+        height = CHART_HEIGHT * day.count / (top or 1)
+        height = max(height, 1.0) if day.count else 0.0
+        x = index * CHART_SLOT + (CHART_SLOT - CHART_BAR) / 2
+        bars.append(Bar(day.day, day.count, x, CHART_HEIGHT - height, height))
+    return bars, top
+
+
+@project_view()
+def overview(request: HttpRequest) -> HttpResponse:
+    """Counts by kind and status, memories per day, backlog, queues, workers; a new
+    project's first steps."""
+    project = request.project  # type: ignore[attr-defined]
+    data = project_overview(project=project)
+    bars, top = _bars(data.days)
+    key = ApiKey.objects.active().filter(project=project).order_by("-created_at").first()
+    context = {
+        "overview": data,
+        "bars": bars,
+        "chart_top": top,
+        "chart_width": CHART_SLOT * len(bars),
+        "chart_height": CHART_HEIGHT,
+        "days_total": sum(day.count for day in data.days),
+        "first_key": f"{KEY_PREFIX}{key.prefix}_…" if key else "",
+        "memories_url": request.build_absolute_uri("/api/v1/memories/"),
+        "section": "overview",
+    }
+    return render(request, "console/overview.html", context)
+
+
+def _keys_page(
+    request: HttpRequest, *, form: ApiKeyCreateForm, new_key: str = "", status: int = 200
+) -> HttpResponse:
+    project = request.project  # type: ignore[attr-defined]
+    keys = ApiKey.objects.filter(project=project).order_by("revoked_at", "-created_at")
+    template = "console/api_keys.html"
+    if request.htmx:  # type: ignore[attr-defined]
+        template += "#keys"
+    context = {"keys": keys, "form": form, "new_key": new_key, "section": "keys"}
+    return render(request, template, context, status=status)
+
+
+@project_view()
+def api_keys(request: HttpRequest) -> HttpResponse:
+    """The project's API keys (active first) and, for editors, the form for a new one."""
+    return _keys_page(request, form=ApiKeyCreateForm())
+
+
+@require_POST
+@project_view(edit=True)
+def api_key_new(request: HttpRequest) -> HttpResponse:
+    """Create a key and show it, this once: only its hash is kept."""
+    form = ApiKeyCreateForm(request.POST)
+    if not form.is_valid():
+        return _keys_page(request, form=form, status=422)
+    _, raw_key = api_key_create(
+        project=request.project,  # type: ignore[attr-defined]
+        name=form.cleaned_data["name"],
+        read_only=form.cleaned_data["read_only"],
+    )
+    return _keys_page(request, form=ApiKeyCreateForm(), new_key=raw_key, status=201)
+
+
+@project_view(edit=True)
+def api_key_revoke_confirm(request: HttpRequest, key_id: int) -> HttpResponse:
+    """GET: ask for confirmation (inline with HTMX); POST: revoke the key."""
+    key = get_object_or_404(
+        ApiKey,
+        pk=key_id,
+        project=request.project,  # type: ignore[attr-defined]
+    )
+    if request.method == "POST":
+        api_key_revoke(key=key)
+        return _keys_page(request, form=ApiKeyCreateForm())
+    template = "console/api_key_revoke.html"
+    if request.htmx:  # type: ignore[attr-defined]
+        template += "#confirm"
+    return render(request, template, {"key": key, "section": "keys"})
+
+
+def _settings_forms(request: HttpRequest, bound: SettingsSectionForm | None = None) -> list[Any]:
+    project = request.project  # type: ignore[attr-defined]
+    values = settings_as_dict(project_settings_get(project=project))
+    forms = []
+    for section in settings_schema():
+        if bound is not None and bound.section == section:
+            forms.append(bound)
+        else:
+            forms.append(SettingsSectionForm(section=section, initial=values[section]))
+        forms[-1].overrides = set((project.settings or {}).get(section, {}))
+    return forms
+
+
+def _settings_page(
+    request: HttpRequest, *, bound: SettingsSectionForm | None = None, saved: str = "",
+    status: int = 200,
+) -> HttpResponse:  # fmt: skip
+    project = request.project  # type: ignore[attr-defined]
+    forms = _settings_forms(request, bound)
+    context: dict[str, Any] = {"forms": forms, "saved": saved, "section": "settings"}
+    if request.htmx and bound is not None:  # type: ignore[attr-defined]
+        context["form"] = next(form for form in forms if form.section == bound.section)
+        return render(request, "console/settings.html#section", context, status=status)
+    context["revisions"] = SettingsRevision.objects.filter(
+        project=project, room__isnull=True
+    ).order_by("-created_at", "-pk")[:10]
+    return render(request, "console/settings.html", context, status=status)
+
+
+@project_view()
+def project_settings(request: HttpRequest) -> HttpResponse:
+    """The configuration, a form per section (read-only for viewers), and its history."""
+    return _settings_page(request)
+
+
+@require_POST
+@project_view(edit=True)
+def project_settings_section(request: HttpRequest, section: str) -> HttpResponse:
+    """Save one section through the API's service (recorded as a SettingsRevision);
+    invalid values come back in place with their errors (422)."""
+    project = request.project  # type: ignore[attr-defined]
+    if section not in settings_schema():
+        return HttpResponse("No such section.", status=404)
+    values = settings_as_dict(project_settings_get(project=project))[section]
+    form = SettingsSectionForm(request.POST, section=section, initial=values)
+    if form.is_valid() and form.changed_data:
+        try:
+            project_settings_update(
+                project=project,
+                changes=form.changes(),
+                actor=Actor.operator(request.user.get_username()),
+            )
+        except SettingsError as error:
+            form.errors_add(error.errors)
+    if not form.is_valid():
+        return _settings_page(request, bound=form, status=422)
+    saved = section if form.changed_data else ""
+    # a fresh form on the saved values, so the next change is measured from them
+    values = settings_as_dict(project_settings_get(project=project))[section]
+    fresh = SettingsSectionForm(section=section, initial=values)
+    return _settings_page(request, bound=fresh, saved=saved)
