@@ -1,8 +1,10 @@
 """The operators' console: server-rendered pages with HTMX fragments.
 
 auth (login, logout), projects (list, overview, API keys, configuration), users (the
-users list); access.project_view scopes every project page to the operator's
-memberships.
+users list), user_page (a user's memories, rooms and search), memory_edit (changing
+them), user_panels (the synopsis and the context preview), documents (the Documents
+tab). access.project_view scopes every project page to the operator's memberships and
+hands the view a ConsoleRequest.
 """
 
 from __future__ import annotations

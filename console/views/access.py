@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django_htmx.middleware import HtmxDetails
 
 from memories.models import Membership, Project
+
+
+class ConsoleRequest(HttpRequest):
+    """The request a project's console view receives, for the type checker only: no
+    instance of it is made. HtmxMiddleware sets ``htmx`` on every request (django-htmx
+    documents this declaration), ``project_view`` sets ``project`` and ``can_edit``."""
+
+    htmx: HtmxDetails
+    project: Project
+    can_edit: bool  # an editor of the project (or a superuser), not a viewer
 
 
 def projects_visible(user: Any) -> QuerySet[Project]:
@@ -39,8 +50,9 @@ View = Callable[..., HttpResponse]
 
 
 def project_view(*, edit: bool = False) -> Callable[[View], View]:
-    """Decorate a console view taking ``project_id``: sets ``request.project`` and
-    ``request.can_edit``; 404 without access, 403 when ``edit`` and only a viewer."""
+    """Decorate a console view taking a ``ConsoleRequest``, for a URL with ``project_id``:
+    sets ``request.project`` and ``request.can_edit``; 404 without access, 403 when
+    ``edit`` and only a viewer."""
 
     def decorate(view: View) -> View:
         @login_required
@@ -55,9 +67,11 @@ def project_view(*, edit: bool = False) -> Callable[[View], View]:
             can_edit = role == Membership.Role.EDITOR
             if edit and not can_edit:
                 raise PermissionDenied("Viewers cannot change anything in this project.")
-            request.project = project  # type: ignore[attr-defined]
-            request.can_edit = can_edit  # type: ignore[attr-defined]
-            return view(request, *args, **kwargs)
+            # the same object, from here on carrying what a ConsoleRequest declares
+            console_request = cast(ConsoleRequest, request)
+            console_request.project = project
+            console_request.can_edit = can_edit
+            return view(console_request, *args, **kwargs)
 
         return wrapped
 

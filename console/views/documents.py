@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.services.user_page import Page, page_number
-from console.views.access import project_view
+from console.views.access import ConsoleRequest, project_view
 from ingestion.api.uploads import CappedUploadHandler, UploadTooLarge
 from ingestion.chunkers import CHUNKERS
 from ingestion.models import Document
@@ -46,7 +46,7 @@ CHUNKS_PAGE = 20
 CHANGED = "documents-changed"  # an HX-Trigger event: the list reads itself again
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: ConsoleRequest) -> Actor:
     return Actor.operator(request.user.get_username())
 
 
@@ -77,9 +77,9 @@ class DocumentUploadForm(forms.Form):
         return value or None
 
 
-def _document_of(request: HttpRequest, document_id: uuid.UUID) -> Document:
+def _document_of(request: ConsoleRequest, document_id: uuid.UUID) -> Document:
     """The project's document; 404 for another project's or none."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     documents = Document.objects.for_project(project).select_related("end_user", "project")
     return get_object_or_404(documents, pk=document_id)
 
@@ -100,12 +100,12 @@ def _documents_page(project: Project, raw_page: str | None) -> tuple[Page, bool]
     return Page(items=rows, number=number, count=count, size=DOCUMENTS_PAGE), in_flight
 
 
-def _list_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
-    project: Project = request.project  # type: ignore[attr-defined]
+def _list_context(request: ConsoleRequest, **extra: Any) -> dict[str, Any]:
+    project = request.project
     page, in_flight = _documents_page(project, request.GET.get("page"))
     return {
         "project": project,
-        "can_edit": request.can_edit,  # type: ignore[attr-defined]
+        "can_edit": request.can_edit,
         "section": "documents",
         "documents": page,
         "in_flight": in_flight,
@@ -116,10 +116,10 @@ def _list_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 
 @project_view()
 @require_GET
-def documents(request: HttpRequest) -> HttpResponse:
+def documents(request: ConsoleRequest) -> HttpResponse:
     """The Documents tab; asked by HTMX (the poll, a page link), the list alone."""
     context = _list_context(request, form=DocumentUploadForm())
-    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+    if request.htmx and not request.htmx.history_restore_request:
         return render(request, f"{LIST}#documents-list", context)
     return render(request, LIST, context)
 
@@ -142,10 +142,10 @@ def document_upload(request: HttpRequest, project_id: int) -> HttpResponse:
 
 @project_view(edit=True)
 @csrf_protect
-def _document_upload(request: HttpRequest) -> HttpResponse:
+def _document_upload(request: ConsoleRequest) -> HttpResponse:
     """The upload, past the access and CSRF checks: the upload card again (a fresh form
     and what happened, or the form with its errors in place: 422)."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     form = DocumentUploadForm(request.POST, request.FILES)
     notice, status = "", 422
     if form.is_valid():
@@ -178,7 +178,7 @@ def _document_upload(request: HttpRequest) -> HttpResponse:
 
 @project_view()
 @require_GET
-def document_detail(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
+def document_detail(request: ConsoleRequest, document_id: uuid.UUID) -> HttpResponse:
     """A document: what it is, where it stands, and its chunks in order with their
     citations, a page at a time (the served version's; ``status=staged``: the
     version being ingested)."""
@@ -194,22 +194,22 @@ def document_detail(request: HttpRequest, document_id: uuid.UUID) -> HttpRespons
     )
     rows = list(shown.order_by("chunk_index")[offset : offset + CHUNKS_PAGE])
     context = {
-        "project": request.project,  # type: ignore[attr-defined]
-        "can_edit": request.can_edit,  # type: ignore[attr-defined]
+        "project": request.project,
+        "can_edit": request.can_edit,
         "section": "documents",
         "document": document,
         "chunk_status": status,
         "staged": chunks_of(document).filter(status=Memory.Status.STAGED).count(),
         "chunks": Page(items=rows, number=number, count=count, size=CHUNKS_PAGE),
     }
-    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+    if request.htmx and not request.htmx.history_restore_request:
         return render(request, f"{DETAIL}#chunks", context)
     return render(request, DETAIL, context)
 
 
 @project_view(edit=True)
 @require_POST
-def document_reingest_view(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
+def document_reingest_view(request: ConsoleRequest, document_id: uuid.UUID) -> HttpResponse:
     """Ingest the stored bytes again as a new version (the current chunks are served
     until it is done); answers HTMX with the list, saying so, and a plain form (the
     document's page) with the document's page again."""
@@ -220,23 +220,23 @@ def document_reingest_view(request: HttpRequest, document_id: uuid.UUID) -> Http
     except (DocumentRejected, DocumentConflict) as error:
         context = _list_context(request, list_error=f"“{name}” was not re-ingested: {error}")
     else:
-        if not request.htmx:  # type: ignore[attr-defined]  # the document page's form
+        if not request.htmx:  # the document page's form
             return redirect("console-document", document.project_id, document.pk)
         context = _list_context(request, list_notice=f"“{name}” is queued again as a new version.")
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, f"{LIST}#documents-list", context)
     return render(request, LIST, {**context, "form": DocumentUploadForm()})
 
 
 @project_view(edit=True)
 @require_http_methods(["GET", "POST"])
-def document_delete_view(request: HttpRequest, document_id: uuid.UUID) -> HttpResponse:
+def document_delete_view(request: ConsoleRequest, document_id: uuid.UUID) -> HttpResponse:
     """GET, or a POST without ``confirm=yes``: what deleting the document removes. POST
     with it: delete it, its chunks and their vectors through document_delete (each
     chunk's deletion recorded), then what was deleted."""
     document = _document_of(request, document_id)
     context: dict[str, Any] = {
-        "project": request.project,  # type: ignore[attr-defined]
+        "project": request.project,
         "can_edit": True,
         "section": "documents",
         "document": document,

@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -22,10 +22,10 @@ from console.services.user_page import (
     memory_history_get,
     user_summary_get,
 )
-from console.views.access import project_view
-from console.views.user_page import end_user_of, memories_for_display
+from console.views.access import ConsoleRequest, project_view
+from console.views.user_page import end_user_of
 from memories.api.serializers import MemoryUpdateSerializer
-from memories.models import EndUser, Memory, MemoryRevision, Project
+from memories.models import EndUser, Memory, MemoryRevision
 from memories.services.memories import (
     RevisionNotRestorable,
     memory_delete,
@@ -38,13 +38,13 @@ from memories.services.users import end_user_delete
 PARTIALS = "console/partials"
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: ConsoleRequest) -> Actor:
     return Actor.operator(request.user.get_username())
 
 
-def _memory_of(request: HttpRequest, end_user: EndUser, memory_id: Any) -> Memory:
+def _memory_of(request: ConsoleRequest, end_user: EndUser, memory_id: Any) -> Memory:
     memory = memory_for_console(
-        project=request.project,  # type: ignore[attr-defined]
+        project=request.project,
         end_user=end_user,
         memory_id=memory_id,
     )
@@ -53,22 +53,22 @@ def _memory_of(request: HttpRequest, end_user: EndUser, memory_id: Any) -> Memor
     return memory
 
 
-def _row(request: HttpRequest, end_user: EndUser, memory_id: Any, **extra: Any) -> HttpResponse:
+def _row(request: ConsoleRequest, end_user: EndUser, memory_id: Any, **extra: Any) -> HttpResponse:
     """The memory's row as it is now (re-read: a service may have changed it)."""
-    memory = memories_for_display([_memory_of(request, end_user, memory_id)])[0]
+    memory = _memory_of(request, end_user, memory_id)
     context = _context(request, end_user, memory=memory, **extra)
     if extra.get("show_history"):
         context["history"] = memory_history_get(
-            project=request.project,  # type: ignore[attr-defined]
+            project=request.project,
             memory=memory,
         )
     return render(request, f"{PARTIALS}/memory_row.html", context)
 
 
-def _context(request: HttpRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
+def _context(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
     return {
-        "project": request.project,  # type: ignore[attr-defined]
-        "can_edit": request.can_edit,  # type: ignore[attr-defined]
+        "project": request.project,
+        "can_edit": request.can_edit,
         "end_user": end_user,
         "section": "users",  # the project's tab to mark
         **extra,
@@ -77,14 +77,14 @@ def _context(request: HttpRequest, end_user: EndUser, **extra: Any) -> dict[str,
 
 @project_view()
 @require_GET
-def memory_row(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_row(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """One memory's row (the edit form's Cancel, a confirmation's Cancel)."""
     return _row(request, end_user_of(request, user_id), memory_id)
 
 
 @project_view()
 @require_GET
-def memory_embedding(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_embedding(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """The memory's embedding status badge; it asks again while the status is pending."""
     memory = _memory_of(request, end_user_of(request, user_id), memory_id)
     return render(request, f"{PARTIALS}/memory_embedding.html", {"memory": memory, "watch": True})
@@ -140,7 +140,7 @@ def _edit_initial(memory: Memory) -> dict[str, Any]:
 
 @project_view(edit=True)
 @require_http_methods(["GET", "POST"])
-def memory_edit(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_edit(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """GET: the edit form in the row's place. POST: save through memory_update (new text
     is re-embedded) and show the row, or the form with its errors in place (422)."""
     end_user = end_user_of(request, user_id)
@@ -161,7 +161,7 @@ def memory_edit(request: HttpRequest, user_id: int, memory_id: Any) -> HttpRespo
 
 @project_view(edit=True)
 @require_POST
-def memory_pin(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_pin(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """Pin (``pinned=true``) or unpin (``pinned=false``) the memory."""
     end_user = end_user_of(request, user_id)
     memory = _memory_of(request, end_user, memory_id)
@@ -174,7 +174,7 @@ def memory_pin(request: HttpRequest, user_id: int, memory_id: Any) -> HttpRespon
 
 @project_view(edit=True)
 @require_http_methods(["GET", "POST"])
-def memory_forget(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_forget(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """GET, or a POST without ``confirm=yes``: the confirmation in the row's place.
     POST with it: delete through memory_delete (recorded) and say so."""
     end_user = end_user_of(request, user_id)
@@ -188,13 +188,13 @@ def memory_forget(request: HttpRequest, user_id: int, memory_id: Any) -> HttpRes
 
 @project_view()
 @require_GET
-def memory_history(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_history(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """The memory's revisions, newest first: who, when, what changed; a restore button
     on each earlier version (for editors)."""
     end_user = end_user_of(request, user_id)
     memory = _memory_of(request, end_user, memory_id)
     history = memory_history_get(
-        project=request.project,  # type: ignore[attr-defined]
+        project=request.project,
         memory=memory,
     )
     context = _context(request, end_user, memory=memory, history=history)
@@ -203,13 +203,13 @@ def memory_history(request: HttpRequest, user_id: int, memory_id: Any) -> HttpRe
 
 @project_view(edit=True)
 @require_POST
-def memory_restore_view(request: HttpRequest, user_id: int, memory_id: Any) -> HttpResponse:
+def memory_restore_view(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """Restore the version after revision ``revision`` (content, metadata, importance)
     through memory_restore, recorded as this operator's update."""
     end_user = end_user_of(request, user_id)
     memory = _memory_of(request, end_user, memory_id)
     revision = get_object_or_404(
-        MemoryRevision.objects.filter(project=request.project),  # type: ignore[attr-defined]
+        MemoryRevision.objects.filter(project=request.project),
         pk=_int(request.POST.get("revision")),
     )
     try:
@@ -228,11 +228,11 @@ def _int(raw: str | None) -> int:
 
 @project_view(edit=True)
 @require_http_methods(["GET", "POST"])
-def user_forget(request: HttpRequest, user_id: int) -> HttpResponse:
+def user_forget(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """GET: what forgetting the user deletes (her memories by kind). POST with
     ``confirm=yes``: delete the user and everything of hers through end_user_delete
     (each memory's deletion recorded), then what was deleted."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     end_user = end_user_of(request, user_id)
     confirmed = request.method == "POST" and request.POST.get("confirm") == "yes"
     with transaction.atomic():

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from console.forms import ApiKeyCreateForm, SettingsSectionForm
 from console.services.overview import DayCount, project_overview, projects_summarize
-from console.views.access import project_view, projects_visible
+from console.views.access import ConsoleRequest, project_view, projects_visible
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import ApiKey, Membership, SettingsRevision
 from memories.services.configuration import project_settings_get, project_settings_update
@@ -64,10 +64,10 @@ def _bars(days: list[DayCount]) -> tuple[list[Bar], int]:
 
 
 @project_view()
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: ConsoleRequest) -> HttpResponse:
     """Counts by kind and status, memories per day, backlog, queues, workers; a new
     project's first steps."""
-    project = request.project  # type: ignore[attr-defined]
+    project = request.project
     data = project_overview(project=project)
     bars, top = _bars(data.days)
     key = ApiKey.objects.active().filter(project=project).order_by("-created_at").first()
@@ -86,32 +86,32 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 def _keys_page(
-    request: HttpRequest, *, form: ApiKeyCreateForm, new_key: str = "", status: int = 200
+    request: ConsoleRequest, *, form: ApiKeyCreateForm, new_key: str = "", status: int = 200
 ) -> HttpResponse:
-    project = request.project  # type: ignore[attr-defined]
+    project = request.project
     keys = ApiKey.objects.filter(project=project).order_by("revoked_at", "-created_at")
     template = "console/api_keys.html"
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         template += "#keys"
     context = {"keys": keys, "form": form, "new_key": new_key, "section": "keys"}
     return render(request, template, context, status=status)
 
 
 @project_view()
-def api_keys(request: HttpRequest) -> HttpResponse:
+def api_keys(request: ConsoleRequest) -> HttpResponse:
     """The project's API keys (active first) and, for editors, the form for a new one."""
     return _keys_page(request, form=ApiKeyCreateForm())
 
 
 @require_POST
 @project_view(edit=True)
-def api_key_new(request: HttpRequest) -> HttpResponse:
+def api_key_new(request: ConsoleRequest) -> HttpResponse:
     """Create a key and show it, this once: only its hash is kept."""
     form = ApiKeyCreateForm(request.POST)
     if not form.is_valid():
         return _keys_page(request, form=form, status=422)
     _, raw_key = api_key_create(
-        project=request.project,  # type: ignore[attr-defined]
+        project=request.project,
         name=form.cleaned_data["name"],
         read_only=form.cleaned_data["read_only"],
     )
@@ -119,24 +119,24 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
 
 
 @project_view(edit=True)
-def api_key_revoke_confirm(request: HttpRequest, key_id: int) -> HttpResponse:
+def api_key_revoke_confirm(request: ConsoleRequest, key_id: int) -> HttpResponse:
     """GET: ask for confirmation (inline with HTMX); POST: revoke the key."""
     key = get_object_or_404(
         ApiKey,
         pk=key_id,
-        project=request.project,  # type: ignore[attr-defined]
+        project=request.project,
     )
     if request.method == "POST":
         api_key_revoke(key=key)
         return _keys_page(request, form=ApiKeyCreateForm())
     template = "console/api_key_revoke.html"
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         template += "#confirm"
     return render(request, template, {"key": key, "section": "keys"})
 
 
-def _settings_forms(request: HttpRequest, bound: SettingsSectionForm | None = None) -> list[Any]:
-    project = request.project  # type: ignore[attr-defined]
+def _settings_forms(request: ConsoleRequest, bound: SettingsSectionForm | None = None) -> list[Any]:
+    project = request.project
     values = settings_as_dict(project_settings_get(project=project))
     forms = []
     for section in settings_schema():
@@ -149,13 +149,16 @@ def _settings_forms(request: HttpRequest, bound: SettingsSectionForm | None = No
 
 
 def _settings_page(
-    request: HttpRequest, *, bound: SettingsSectionForm | None = None, saved: str = "",
+    request: ConsoleRequest,
+    *,
+    bound: SettingsSectionForm | None = None,
+    saved: str = "",
     status: int = 200,
-) -> HttpResponse:  # fmt: skip
-    project = request.project  # type: ignore[attr-defined]
+) -> HttpResponse:
+    project = request.project
     forms = _settings_forms(request, bound)
     context: dict[str, Any] = {"forms": forms, "saved": saved, "section": "settings"}
-    if request.htmx and bound is not None:  # type: ignore[attr-defined]
+    if request.htmx and bound is not None:
         context["form"] = next(form for form in forms if form.section == bound.section)
         return render(request, "console/settings.html#section", context, status=status)
     context["revisions"] = SettingsRevision.objects.filter(
@@ -165,17 +168,17 @@ def _settings_page(
 
 
 @project_view()
-def project_settings(request: HttpRequest) -> HttpResponse:
+def project_settings(request: ConsoleRequest) -> HttpResponse:
     """The configuration, a form per section (read-only for viewers), and its history."""
     return _settings_page(request)
 
 
 @require_POST
 @project_view(edit=True)
-def project_settings_section(request: HttpRequest, section: str) -> HttpResponse:
+def project_settings_section(request: ConsoleRequest, section: str) -> HttpResponse:
     """Save one section through the API's service (recorded as a SettingsRevision);
     invalid values come back in place with their errors (422)."""
-    project = request.project  # type: ignore[attr-defined]
+    project = request.project
     if section not in settings_schema():
         return HttpResponse("No such section.", status=404)
     values = settings_as_dict(project_settings_get(project=project))[section]

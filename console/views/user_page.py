@@ -8,16 +8,14 @@ memory list (``#memories``, the page's own URL asked by HTMX), a room's messages
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
-from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
@@ -26,12 +24,11 @@ from console.services.user_page import (
     Page,
     UserSummary,
     room_messages_page,
-    text_highlight,
     user_memories_page,
     user_rooms_get,
     user_summary_get,
 )
-from console.views.access import project_view
+from console.views.access import ConsoleRequest, project_view
 from memories.models import EndUser, Memory, Project, Room
 from memories.services.configuration import project_settings_get
 from memories.services.search import SearchFilters, SearchMode, memory_search
@@ -40,21 +37,9 @@ TEMPLATE = "console/user.html"
 SEARCH_RESULTS = 20
 
 
-def end_user_of(request: HttpRequest, user_id: int) -> EndUser:
+def end_user_of(request: ConsoleRequest, user_id: int) -> EndUser:
     """The project's user with this row id; 404 for another project's or none."""
-    project: Project = request.project  # type: ignore[attr-defined]
-    return get_object_or_404(EndUser.objects.for_project(project), pk=user_id)
-
-
-def memories_for_display(memories: list[Memory]) -> list[Memory]:
-    """Give each memory the JSON text of its metadata, which the rows show."""
-    for memory in memories:
-        memory.metadata_text = (  # type: ignore[attr-defined]
-            json.dumps(memory.metadata, ensure_ascii=False, sort_keys=True)
-            if memory.metadata
-            else ""
-        )
-    return memories
+    return get_object_or_404(EndUser.objects.for_project(request.project), pk=user_id)
 
 
 def _choices(values: list[str], blank: str) -> list[tuple[str, str]]:
@@ -111,7 +96,6 @@ class HitView:
     memory: Memory
     score: float
     similarity: float | None
-    content_html: SafeString
     explain: list[tuple[str, str]]
 
 
@@ -135,10 +119,10 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def _context(request: HttpRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
+def _context(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
     return {
-        "project": request.project,  # type: ignore[attr-defined]
-        "can_edit": request.can_edit,  # type: ignore[attr-defined]
+        "project": request.project,
+        "can_edit": request.can_edit,
         "end_user": end_user,
         "section": "users",  # the project's tab to mark
         **extra,
@@ -146,53 +130,48 @@ def _context(request: HttpRequest, end_user: EndUser, **extra: Any) -> dict[str,
 
 
 def _memories_page(
-    request: HttpRequest, end_user: EndUser, summary: UserSummary
+    request: ConsoleRequest, end_user: EndUser, summary: UserSummary
 ) -> tuple[MemoryFilterForm, Page]:
     form = MemoryFilterForm(request.GET)
     page = user_memories_page(
-        project=request.project,  # type: ignore[attr-defined]
+        project=request.project,
         end_user=end_user,
         filters=form.filters(),
         page=request.GET.get("page"),
         summary=summary,
     )
-    memories_for_display(page.items)
     return form, page
 
 
 @project_view()
 @require_GET
 @vary_on_headers("HX-Request")
-def user_page(request: HttpRequest, user_id: int) -> HttpResponse:
+def user_page(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """The user page; asked by HTMX (the filters, a page of the list), the memory list."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     end_user = end_user_of(request, user_id)
     summary = user_summary_get(project=project, end_user=end_user)
     form, page = _memories_page(request, end_user, summary)
     context = _context(request, end_user, summary=summary, filter_form=form, memories=page)
-    if request.htmx and not request.htmx.history_restore_request:  # type: ignore[attr-defined]
+    if request.htmx and not request.htmx.history_restore_request:
         return render(request, f"{TEMPLATE}#memories", context)
     rooms = user_rooms_get(project=project, end_user=end_user)
     room = rooms[0].room if rooms else None
+    default_mode = project_settings_get(project=project).search.default_mode
     context.update(
         rooms=rooms,
         room=room,
         messages=room_messages_page(project=project, room=room, page=None) if room else None,
-        search_form=SearchForm(
-            initial={
-                "mode": project_settings_get(project=project).search.default_mode,
-                "status": Memory.Status.ACTIVE,
-            }
-        ),  # fmt: skip
+        search_form=SearchForm(initial={"mode": default_mode, "status": Memory.Status.ACTIVE}),
     )
     return render(request, TEMPLATE, context)
 
 
 @project_view()
 @require_GET
-def user_room(request: HttpRequest, user_id: int, room_id: int) -> HttpResponse:
+def user_room(request: ConsoleRequest, user_id: int, room_id: int) -> HttpResponse:
     """A page of one of the user's rooms' messages (the newest page by default)."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     end_user = end_user_of(request, user_id)
     room = get_object_or_404(Room.objects.for_project(project), pk=room_id)
     if not Memory.objects.for_project(project).filter(end_user=end_user, room=room).exists():
@@ -203,42 +182,47 @@ def user_room(request: HttpRequest, user_id: int, room_id: int) -> HttpResponse:
     )
 
 
+def _search_hits(
+    *, project: Project, end_user: EndUser, form: SearchForm
+) -> tuple[str, list[HitView]]:
+    """The search's mode and hits for a valid form with a query: the API's search
+    service over the user's memories, with the per-signal scores (explain)."""
+    data = form.cleaned_data
+    result = memory_search(
+        project=project,
+        query=data["q"].strip(),
+        mode=data["mode"] or None,
+        filters=SearchFilters(
+            end_user_id=end_user.pk,
+            kinds=[data["kind"]] if data["kind"] else [],
+            statuses=[data["status"]] if data["status"] else list(Memory.Status.values),
+        ),
+        k=SEARCH_RESULTS,
+        explain=True,
+    )
+    hits = [
+        HitView(
+            memory=hit.memory,
+            score=hit.score,
+            similarity=hit.similarity,
+            explain=_explain_rows(hit.explain),
+        )
+        for hit in result.hits
+    ]
+    return result.mode, hits
+
+
 @project_view()
 @require_GET
-def user_search(request: HttpRequest, user_id: int) -> HttpResponse:
-    """The live search's results: the API's search service over the user's memories,
-    matches marked, the per-signal scores (explain) with each."""
-    project: Project = request.project  # type: ignore[attr-defined]
+def user_search(request: ConsoleRequest, user_id: int) -> HttpResponse:
+    """The live search's results (the template marks the query's words in each), the
+    per-signal scores (explain) with each."""
     end_user = end_user_of(request, user_id)
     form = SearchForm(request.GET)
     hits: list[HitView] = []
     query, mode = "", ""
     if form.is_valid() and form.cleaned_data["q"].strip():
         query = form.cleaned_data["q"].strip()
-        status = form.cleaned_data["status"]
-        result = memory_search(
-            project=project,
-            query=query,
-            mode=form.cleaned_data["mode"] or None,
-            filters=SearchFilters(
-                end_user_id=end_user.pk,
-                kinds=[form.cleaned_data["kind"]] if form.cleaned_data["kind"] else [],
-                statuses=[status] if status else list(Memory.Status.values),
-            ),
-            k=SEARCH_RESULTS,
-            explain=True,
-        )
-        mode = result.mode
-        memories_for_display([hit.memory for hit in result.hits])
-        hits = [
-            HitView(
-                memory=hit.memory,
-                score=hit.score,
-                similarity=hit.similarity,
-                content_html=text_highlight(hit.memory.content, query),
-                explain=_explain_rows(hit.explain),
-            )
-            for hit in result.hits
-        ]
+        mode, hits = _search_hits(project=request.project, end_user=end_user, form=form)
     context = _context(request, end_user, search_form=form, hits=hits, query=query, mode=mode)
     return render(request, f"{TEMPLATE}#search-results", context)

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.services.user_page import user_rooms_get
-from console.views.access import project_view
+from console.views.access import ConsoleRequest, project_view
 from console.views.user_page import end_user_of
 from memories.api.context import MAX_TOKENS, MIN_TOKENS
-from memories.models import EndUser, Project, Room, Synopsis
+from memories.models import EndUser, Room, Synopsis
 from memories.models.synopsis import PARTS
 from memories.providers.tokens import ENCODINGS
 from memories.services.configuration import project_settings_get
@@ -48,14 +48,14 @@ CONTEXT = f"{PARTIALS}/panel_context.html"
 QUERY_MAX_CHARS = 2_000  # asked by GET: the query string stays under MAX_QUERY_BYTES
 
 
-def _actor(request: HttpRequest) -> Actor:
+def _actor(request: ConsoleRequest) -> Actor:
     return Actor.operator(request.user.get_username())
 
 
-def _base(request: HttpRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
+def _base(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
     return {
-        "project": request.project,  # type: ignore[attr-defined]
-        "can_edit": request.can_edit,  # type: ignore[attr-defined]
+        "project": request.project,
+        "can_edit": request.can_edit,
         "end_user": end_user,
         **extra,
     }
@@ -85,7 +85,7 @@ class SynopsisPartForm(forms.Form):
 
 
 def _synopsis_panel(
-    request: HttpRequest,
+    request: ConsoleRequest,
     end_user: EndUser,
     *,
     row: Synopsis | None = None,
@@ -118,14 +118,14 @@ def _part(part: str) -> str:
 
 @project_view()
 @require_GET
-def user_synopsis(request: HttpRequest, user_id: int) -> HttpResponse:
+def user_synopsis(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """The synopsis panel: both parts with their freshness against the project's TTLs."""
     return _synopsis_panel(request, end_user_of(request, user_id))
 
 
 @project_view(edit=True)
 @require_http_methods(["GET", "POST"])
-def user_synopsis_edit(request: HttpRequest, user_id: int, part: str) -> HttpResponse:
+def user_synopsis_edit(request: ConsoleRequest, user_id: int, part: str) -> HttpResponse:
     """GET: the panel with the part's edit form. POST: save the text through
     synopsis_part_edit (recorded; locked unless ``lock`` is unticked), or the form
     with its errors in place (422)."""
@@ -157,7 +157,7 @@ def user_synopsis_edit(request: HttpRequest, user_id: int, part: str) -> HttpRes
 
 @project_view(edit=True)
 @require_POST
-def user_synopsis_lock(request: HttpRequest, user_id: int, part: str) -> HttpResponse:
+def user_synopsis_lock(request: ConsoleRequest, user_id: int, part: str) -> HttpResponse:
     """Lock (``locked=true``) or unlock (``locked=false``) a part; recorded."""
     end_user = end_user_of(request, user_id)
     part = _part(part)
@@ -173,7 +173,7 @@ def user_synopsis_lock(request: HttpRequest, user_id: int, part: str) -> HttpRes
 
 @project_view(edit=True)
 @require_POST
-def user_synopsis_refresh(request: HttpRequest, user_id: int) -> HttpResponse:
+def user_synopsis_refresh(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """Ask a worker to regenerate the unlocked parts now, fresh or not (as the API's
     POST .../synopsis/refresh/); the panel reads itself again a few seconds later."""
     end_user = end_user_of(request, user_id)
@@ -296,12 +296,12 @@ def _preview(
 
 @project_view()
 @require_GET
-def user_context_preview(request: HttpRequest, user_id: int) -> HttpResponse:
+def user_context_preview(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """The preview's form; with a query, exactly what an agent would get: the rendered
     prompt, its tokens against the budget, each section's items with score and why,
     what was dropped and why, and what the full history would have cost. Read-only:
     viewers may use it, and it records nothing."""
-    project: Project = request.project  # type: ignore[attr-defined]
+    project = request.project
     end_user = end_user_of(request, user_id)
     rooms = [item.room for item in user_rooms_get(project=project, end_user=end_user)]
     settings = project_settings_get(project=project).context

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from console.forms import UserSearchForm
 from console.services.overview import UsersPage, users_list
-from console.views.access import project_view
+from console.views.access import ConsoleRequest, project_view
 
 SORT_LABELS = {
     "-activity": "Last activity, newest first",
@@ -59,13 +59,13 @@ def _columns(listing: UsersPage) -> list[Column]:
 
 
 @project_view()
-def users(request: HttpRequest) -> HttpResponse:
+def users(request: ConsoleRequest) -> HttpResponse:
     """The project's users with memory and room counts and last activity; with HTMX
     (search as you type, sort, page) only the results are rendered."""
     form = UserSearchForm(request.GET)
-    listing = users_list(project=request.project, **form.params())  # type: ignore[attr-defined]
+    listing = users_list(project=request.project, **form.params())
     template = "console/end_users.html"
-    if request.htmx and request.htmx.target == "user-results":  # type: ignore[attr-defined]
+    if request.htmx and request.htmx.target == "user-results":
         template += "#results"
     context = {
         "listing": listing,

@@ -1,4 +1,4 @@
-"""Console logins for the dashboard tests: an operator with a role in a project."""
+"""Console logins for the console's tests: an operator with a role in a project."""
 
 from __future__ import annotations
 

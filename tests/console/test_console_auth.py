@@ -3,10 +3,14 @@ console's form and the admin's."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
 from django.test import Client
 
+from memories.models import Membership
 from tests.console.operators import PASSWORD, operator_client
 
 
@@ -118,12 +122,6 @@ def test_failures_are_counted_in_redis_for_every_web_process(db, redis_client):
 
 
 def test_create_operator_makes_a_member_of_one_project(owner, outsider):
-    import io
-
-    from django.core.management import CommandError, call_command
-
-    from memories.models import Membership
-
     out = io.StringIO()
     call_command("create_operator", "vera", "--project", "owner", "--role", "viewer", stdout=out)
     password = out.getvalue().split("with password ")[1].strip()

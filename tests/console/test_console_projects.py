@@ -203,12 +203,21 @@ def test_htmx_requests_carry_the_pages_csrf_token(owner):
 def test_a_valid_change_is_saved_through_the_service_and_recorded(owner, editor):
     response = editor.post(
         project_url(owner.project, "settings/search/"),
-        {"default_mode": "hybrid", "keyword_weight": "0.7", "neighbour_weight": "0.3",
-         "neighbour_max_bytes": "1000", "rrf_k": "60", "recency_weight": "0",
-         "recency_half_life_days": "30",
-         "importance_weight": "0", "window_aggregate": "mean", "bm25_k1": "0.9", "bm25_b": "0.75"},
+        {
+            "default_mode": "hybrid",
+            "keyword_weight": "0.7",
+            "neighbour_weight": "0.3",
+            "neighbour_max_bytes": "1000",
+            "rrf_k": "60",
+            "recency_weight": "0",
+            "recency_half_life_days": "30",
+            "importance_weight": "0",
+            "window_aggregate": "mean",
+            "bm25_k1": "0.9",
+            "bm25_b": "0.75",
+        },
         HTTP_HX_REQUEST="true",
-    )  # fmt: skip
+    )
     assert response.status_code == 200
     assert "Saved." in response.content.decode()
     owner.project.refresh_from_db()
@@ -235,9 +244,14 @@ def test_errors_are_shown_in_place_and_nothing_is_written(owner, editor):
 
 
 def test_a_cross_field_rule_of_the_service_is_shown_at_its_field(owner, editor):
-    fields = {"max_tokens": "4000", "history_share": "0.8", "retrieved_share": "0.5",
-              "similarity_weight": "0.6", "confidence_weight": "0.4",
-              "encoding": "cl100k_base"}  # fmt: skip
+    fields = {
+        "max_tokens": "4000",
+        "history_share": "0.8",
+        "retrieved_share": "0.5",
+        "similarity_weight": "0.6",
+        "confidence_weight": "0.4",
+        "encoding": "cl100k_base",
+    }
     response = editor.post(project_url(owner.project, "settings/context/"), fields)
     assert response.status_code == 422
     form = next(f for f in response.context["forms"] if f.section == "context")

@@ -36,12 +36,20 @@ def people(owner, outsider):
     omar = EndUser.objects.create(project=project, external_id="omar", name="Omar Haddad")
     EndUser.objects.create(project=project, external_id="zoe", name="Zoë")
     rooms = [Room.objects.create(project=project, external_id=f"r{i}") for i in range(2)]
-    for user, room, hours in [(maria, rooms[0], 1), (maria, rooms[0], 5), (maria, rooms[1], 9),
-                              (omar, rooms[1], 72)]:  # fmt: skip
+    for user, room, hours in [
+        (maria, rooms[0], 1),
+        (maria, rooms[0], 5),
+        (maria, rooms[1], 9),
+        (omar, rooms[1], 72),
+    ]:
         Memory.objects.create(
-            project=project, end_user=user, room=room, content="x", content_hash="h",
+            project=project,
+            end_user=user,
+            room=room,
+            content="x",
+            content_hash="h",
             created_at=now - timedelta(hours=hours),
-        )  # fmt: skip
+        )
     other = EndUser.objects.create(project=outsider.project, external_id="maria-elsewhere")
     Memory.objects.create(project=outsider.project, end_user=other, content="x", content_hash="h")
 

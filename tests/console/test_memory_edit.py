@@ -28,11 +28,17 @@ def viewer(owner):
 def maria(owner):
     write(
         owner,
-        {"user": "maria", "room": "kitchen", "role": "user", "importance": 0.4,
-         "content": "I adopted a cat called Miso", "metadata": {"topic": "pets"}},
+        {
+            "user": "maria",
+            "room": "kitchen",
+            "role": "user",
+            "importance": 0.4,
+            "content": "I adopted a cat called Miso",
+            "metadata": {"topic": "pets"},
+        },
         {"user": "maria", "kind": "fact", "content": "Maria lives in Lisbon"},
         {"user": "maria", "kind": "goal", "content": "Plant basil in spring"},
-    )  # fmt: skip
+    )
     return EndUser.objects.get(project=owner.project, external_id="maria")
 
 
@@ -55,8 +61,12 @@ def api_revisions(owner, memory):
 
 
 def edit(client, owner, maria, memory, **fields):
-    data = {"content": memory.content, "metadata": json.dumps(memory.metadata),
-            "importance": str(memory.importance), **fields}  # fmt: skip
+    data = {
+        "content": memory.content,
+        "metadata": json.dumps(memory.metadata),
+        "importance": str(memory.importance),
+        **fields,
+    }
     return client.post(url("console-memory-edit", owner, maria, memory.pk), data, **HTMX)
 
 
@@ -74,9 +84,14 @@ def test_an_edit_changes_the_memory_reembeds_it_and_is_recorded(owner, editor, m
     embed_pending()
     assert api_memory(owner, cat)[1]["embedding_status"] == "done"
     response = edit(
-        editor, owner, maria, cat, content="I adopted two cats, Miso and Tofu",
-        metadata='{"topic": "pets", "count": 2}', importance="0.9",
-    )  # fmt: skip
+        editor,
+        owner,
+        maria,
+        cat,
+        content="I adopted two cats, Miso and Tofu",
+        metadata='{"topic": "pets", "count": 2}',
+        importance="0.9",
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert "I adopted two cats, Miso and Tofu" in html and "Saved." in html
@@ -146,9 +161,8 @@ def test_forgetting_a_memory_needs_the_confirmation(owner, editor, maria, cat):
     assert "Forgotten" in done
     assert api_memory(owner, cat)[0] == 404
     deletion = api_revisions(owner, cat)[0]
-    assert (deletion["action"], deletion["actor_type"], deletion["actor"]) == (
-        "delete", "operator", "erin",
-    )  # fmt: skip
+    recorded = (deletion["action"], deletion["actor_type"], deletion["actor"])
+    assert recorded == ("delete", "operator", "erin")
 
 
 def test_forget_this_user_says_what_goes_then_what_went(owner, editor, maria):

@@ -6,11 +6,12 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from console.services.user_page import query_terms, text_highlight
 from memories.models import EndUser, Membership, Memory, content_hash
 from tests.conftest import embed_pending
 
@@ -102,11 +103,19 @@ def test_a_room_fragment_lists_its_messages_in_order_with_role_and_time(owner, e
 
 def test_the_newest_page_of_messages_comes_first_and_is_full(owner, editor, maria):
     start = timezone.now() - timedelta(days=1)
-    write(owner, *[
-        {"user": "maria", "room": "long", "role": "user", "content": f"turn {i:03}",
-         "created_at": (start + timedelta(seconds=i)).isoformat()}
-        for i in range(120)
-    ])  # fmt: skip
+    write(
+        owner,
+        *[
+            {
+                "user": "maria",
+                "room": "long",
+                "role": "user",
+                "content": f"turn {i:03}",
+                "created_at": (start + timedelta(seconds=i)).isoformat(),
+            }
+            for i in range(120)
+        ],
+    )
     room = maria.memories.get(content="turn 000").room
     room_url = url("console-user-room", owner, maria, room.pk)
     newest = editor.get(room_url, **HTMX).content.decode()
@@ -160,11 +169,18 @@ def test_a_date_range_backwards_is_a_field_error_in_place(owner, editor, maria):
 
 def test_the_list_is_paginated_newest_first(owner, editor, maria):
     start = timezone.now() + timedelta(minutes=1)
-    write(owner, *[
-        {"user": "maria", "kind": "fact", "content": f"fact {i:03}",
-         "created_at": (start + timedelta(seconds=i)).isoformat()}
-        for i in range(120)
-    ])  # fmt: skip
+    write(
+        owner,
+        *[
+            {
+                "user": "maria",
+                "kind": "fact",
+                "content": f"fact {i:03}",
+                "created_at": (start + timedelta(seconds=i)).isoformat(),
+            }
+            for i in range(120)
+        ],
+    )
     page = url("console-user", owner, maria)
     first = editor.get(page, {"kind": "fact"}, **HTMX).content.decode()
     assert "121 memories" in first and "page 1 of 3" in first
@@ -212,8 +228,14 @@ def test_an_empty_query_shows_how_to_search(owner, editor, maria):
 
 
 def test_a_script_memory_is_text(owner, editor, maria):
-    write(owner, {"user": "maria", "content": "<script>alert(1)</script>",
-                  "metadata": {"note": "<img src=x onerror=alert(2)>"}})  # fmt: skip
+    write(
+        owner,
+        {
+            "user": "maria",
+            "content": "<script>alert(1)</script>",
+            "metadata": {"note": "<img src=x onerror=alert(2)>"},
+        },
+    )
     html = editor.get(url("console-user", owner, maria)).content.decode()
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -257,13 +279,18 @@ def _bulk(owner, user, n):
     now = timezone.now()
     Memory.objects.bulk_create(
         Memory(
-            project=owner.project, end_user=user, room=room, role="user",
+            project=owner.project,
+            end_user=user,
+            room=room,
+            role="user",
             kind=Memory.Kind.MESSAGE if i % 4 else Memory.Kind.FACT,
-            content=f"memory {i}", content_hash=content_hash(f"memory {i}"),
-            metadata={"i": i}, created_at=now - timedelta(minutes=i),
+            content=f"memory {i}",
+            content_hash=content_hash(f"memory {i}"),
+            metadata={"i": i},
+            created_at=now - timedelta(minutes=i),
         )
         for i in range(n)
-    )  # fmt: skip
+    )
 
 
 def test_the_page_costs_the_same_queries_for_many_memories(
@@ -273,9 +300,6 @@ def test_the_page_costs_the_same_queries_for_many_memories(
     many = owner.project.end_users.create(external_id="many")
     _bulk(owner, few, 3)
     _bulk(owner, many, 2_000)
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     counts = {}
     for user in (few, many):
         with CaptureQueriesContext(connection) as captured:
@@ -290,16 +314,11 @@ def test_the_page_costs_the_same_queries_for_many_memories(
         editor.get(url("console-user-search", owner, many), {"q": "memory 7", "mode": "keyword"})
 
 
-def test_highlighting_marks_word_starts_and_never_inside_an_entity():
-    assert query_terms("What does she like? cats, dogs") == ["like", "cat", "dog"]
-    assert text_highlight("A & B, amp", "amp") == "A &amp; B, <mark>amp</mark>"
-    assert text_highlight("<i>x</i>", "i") == "&lt;i&gt;x&lt;/i&gt;"  # too short to mark
-    assert text_highlight("scatter catalog", "cat") == "scatter <mark>catalog</mark>"
-
-
 def test_the_older_rooms_of_a_user_of_many_rooms_are_in_a_list(owner, editor, maria):
-    write(owner, *[{"user": "maria", "room": f"session-{i:02}", "content": f"hello {i}"}
-                   for i in range(10)])  # fmt: skip
+    write(
+        owner,
+        *[{"user": "maria", "room": f"session-{i:02}", "content": f"hello {i}"} for i in range(10)],
+    )
     html = editor.get(url("console-user", owner, maria)).content.decode()
     tabs, older = html.split('<select aria-label="older rooms"', 1)
     assert tabs.count('class="room-tab"') == 8

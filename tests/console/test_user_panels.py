@@ -37,17 +37,30 @@ def maria(owner):
     """Maria: a conversation about her cat in the kitchen, a fact, a goal."""
     write(
         owner,
-        {"user": "maria", "room": "kitchen", "role": "user",
-         "content": "I adopted a cat called Miso",
-         "created_at": (NOW - timedelta(days=3)).isoformat()},
-        {"user": "maria", "room": "kitchen", "role": "assistant",
-         "content": "Miso is a lovely name!",
-         "created_at": (NOW - timedelta(days=3, minutes=-1)).isoformat()},
-        {"user": "maria", "room": "garden", "role": "user", "content": "The tomatoes are ripe",
-         "created_at": (NOW - timedelta(days=1)).isoformat()},
+        {
+            "user": "maria",
+            "room": "kitchen",
+            "role": "user",
+            "content": "I adopted a cat called Miso",
+            "created_at": (NOW - timedelta(days=3)).isoformat(),
+        },
+        {
+            "user": "maria",
+            "room": "kitchen",
+            "role": "assistant",
+            "content": "Miso is a lovely name!",
+            "created_at": (NOW - timedelta(days=3, minutes=-1)).isoformat(),
+        },
+        {
+            "user": "maria",
+            "room": "garden",
+            "role": "user",
+            "content": "The tomatoes are ripe",
+            "created_at": (NOW - timedelta(days=1)).isoformat(),
+        },
         {"user": "maria", "kind": "fact", "content": "Maria lives in Lisbon", "confidence": 0.9},
         {"user": "maria", "kind": "goal", "content": "Plant basil in spring"},
-    )  # fmt: skip
+    )
     return EndUser.objects.get(project=owner.project, external_id="maria")
 
 
@@ -60,12 +73,18 @@ def stored(maria, *, identity_age=timedelta(minutes=5), context_age=timedelta(ho
     synopsis_store(
         end_user=maria,
         drafts=[
-            SynopsisDraft("identity", "Maria lives in Lisbon.", "template", [],
-                          timezone.now() - identity_age),
-            SynopsisDraft("context", "Open goal: plant basil in spring.", "template", [],
-                          timezone.now() - context_age),
+            SynopsisDraft(
+                "identity", "Maria lives in Lisbon.", "template", [], timezone.now() - identity_age
+            ),
+            SynopsisDraft(
+                "context",
+                "Open goal: plant basil in spring.",
+                "template",
+                [],
+                timezone.now() - context_age,
+            ),
         ],
-    )  # fmt: skip
+    )
 
 
 def part_html(page, part):
@@ -193,8 +212,13 @@ def test_a_refresh_with_both_parts_locked_says_so(owner, editor, maria):
 
 
 def preview(client, owner, maria, **params):
-    values = {"query": "what pet does she have?", "max_tokens": "4000",
-              "encoding": "cl100k_base", "room": "", **params}  # fmt: skip
+    values = {
+        "query": "what pet does she have?",
+        "max_tokens": "4000",
+        "encoding": "cl100k_base",
+        "room": "",
+        **params,
+    }
     return client.get(url("console-user-context", owner, maria), values, **HTMX)
 
 
@@ -231,11 +255,18 @@ def test_the_preview_shows_the_prompt_counted_exactly_and_why(owner, viewer, mar
 
 
 def test_the_preview_lists_what_was_dropped_and_why(owner, editor, maria):
-    write(owner, *[
-        {"user": "maria", "room": "kitchen", "role": "user",
-         "content": f"Miso chased the laser dot again, round {i}, across the whole flat."}
-        for i in range(12)
-    ])  # fmt: skip
+    write(
+        owner,
+        *[
+            {
+                "user": "maria",
+                "room": "kitchen",
+                "role": "user",
+                "content": f"Miso chased the laser dot again, round {i}, across the whole flat.",
+            }
+            for i in range(12)
+        ],
+    )
     kitchen = maria.memories.filter(room__external_id="kitchen").first().room
     page = preview(editor, owner, maria, room=str(kitchen.pk), max_tokens="100").content.decode()
     assert 'class="dropped"' in page

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from memories.models import Membership
 from tests.conftest import Tenant
@@ -129,8 +131,6 @@ class Operator:
 
 def operator_create(*, username: str, project: Any, role: str | None) -> Operator:
     """A console user; with ``role``, a member of ``project`` in that role."""
-    from django.contrib.auth import get_user_model
-
     user = get_user_model().objects.create_user(username=username, password=PASSWORD)
     if role is not None:
         Membership.objects.create(user=user, project=project, role=role)
@@ -159,7 +159,6 @@ def second_project(outsider: Tenant) -> Tenant:
 def login(live_server: Any) -> Callable[[Any, Operator], Any]:
     """``login(page, operator)``: log the operator in through a session cookie (fast;
     the login form has its own test); returns the page, still where it was."""
-    from django.test import Client
 
     def log_in(page: Any, operator: Operator) -> Any:
         client = Client()

@@ -34,10 +34,15 @@ def populate(tenant) -> None:
         user = name.split()[0].lower()
         for day in range(0, 28, 2 + index % 3):
             for turn, text in enumerate(TURNS[: 1 + (day + index) % 4]):
-                memories.append({
-                    "user": user, "room": f"{user}-chat", "role": "user", "content": text,
-                    "created_at": (now - timedelta(days=day, minutes=turn)).isoformat(),
-                })  # fmt: skip
+                memories.append(
+                    {
+                        "user": user,
+                        "room": f"{user}-chat",
+                        "role": "user",
+                        "content": text,
+                        "created_at": (now - timedelta(days=day, minutes=turn)).isoformat(),
+                    }
+                )
     response = tenant.client.post("/api/v1/memories/batch/", {"memories": memories})
     assert response.status_code == 201, response.content
     for name in NAMES:

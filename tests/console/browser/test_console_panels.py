@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from ingestion.models import Document
+from ingestion.services.documents import DocumentUpload, document_create
 from memories.models import EndUser, Synopsis
 from memories.providers.tokens import token_count
 from memories.services.synopsis import SynopsisDraft, synopsis_store
@@ -50,12 +51,22 @@ def maria(owner: Tenant) -> EndUser:
     synopsis_store(
         end_user=maria,
         drafts=[
-            SynopsisDraft("identity", "Maria lives in Lisbon and has a cat, Miso.",
-                          "template", [], now - timedelta(minutes=10)),
-            SynopsisDraft("context", "Open goal: plant basil in the spring.",
-                          "template", [], now - timedelta(hours=3)),
+            SynopsisDraft(
+                "identity",
+                "Maria lives in Lisbon and has a cat, Miso.",
+                "template",
+                [],
+                now - timedelta(minutes=10),
+            ),
+            SynopsisDraft(
+                "context",
+                "Open goal: plant basil in the spring.",
+                "template",
+                [],
+                now - timedelta(hours=3),
+            ),
         ],
-    )  # fmt: skip
+    )
     return maria
 
 
@@ -141,8 +152,6 @@ def test_a_markdown_upload_is_followed_until_done_and_cited(editor_page: Any, ow
 
 
 def test_another_projects_document_is_the_console_404(editor_page: Any, owner, outsider):
-    from ingestion.services.documents import DocumentUpload, document_create
-
     foreign = document_create(
         project=outsider.project,
         upload=DocumentUpload(data=files.markdown_bytes(), source="secret.md"),

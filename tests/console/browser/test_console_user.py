@@ -37,13 +37,19 @@ def maria(owner: Tenant) -> EndUser:
     """Maria with two rooms of turns, a fact and a goal, all embedded; Bob, one turn."""
     write(
         owner,
-        *[{"user": "maria", "room": room, "role": role, "content": text}
-          for room, role, text in MARIA],
-        {"user": "maria", "kind": "fact", "content": "Maria has a cat named Miso",
-         "metadata": {"category": "preference"}},
+        *[
+            {"user": "maria", "room": room, "role": role, "content": text}
+            for room, role, text in MARIA
+        ],
+        {
+            "user": "maria",
+            "kind": "fact",
+            "content": "Maria has a cat named Miso",
+            "metadata": {"category": "preference"},
+        },
         {"user": "maria", "kind": "goal", "content": "Plant basil in the spring"},
         {"user": "bob", "room": "office", "role": "user", "content": "Bob prefers dogs"},
-    )  # fmt: skip
+    )
     embed_pending()
     return EndUser.objects.get(project=owner.project, external_id="maria")
 
@@ -112,8 +118,13 @@ def test_rooms_and_filters(editor_page, owner, maria):
 
 
 def test_an_older_room_from_the_list(editor_page, owner, maria):
-    write(owner, *[{"user": "maria", "room": f"session-{i}", "content": f"hello from session {i}"}
-                   for i in range(8)])  # fmt: skip
+    write(
+        owner,
+        *[
+            {"user": "maria", "room": f"session-{i}", "content": f"hello from session {i}"}
+            for i in range(8)
+        ],
+    )
     page = editor_page
     page.goto(user_url(owner, maria))
     page.locator("select[aria-label='older rooms']").select_option(label="kitchen (3)")
@@ -211,8 +222,9 @@ def test_a_script_memory_is_rendered_inert(editor_page, owner, maria):
     # (PostgreSQL's text search parser skips what is between <script> tags: the other
     # words find it by keyword)
     text = "Maria pasted <script>alert(1)</script> into the chat"
-    write(owner, {"user": "maria", "content": text,
-                  "metadata": {"x": "<img src=x onerror=alert(2)>"}})  # fmt: skip
+    write(
+        owner, {"user": "maria", "content": text, "metadata": {"x": "<img src=x onerror=alert(2)>"}}
+    )
     page.goto(user_url(owner, maria))
     script_row = row(page, "<script>alert(1)</script>")
     assert script_row.locator(".memory-content").inner_text() == text
