@@ -2,9 +2,12 @@
 
 from django.dispatch import Signal
 
-# sent after commit when memories were stored; kwargs: project_id, memory_ids and
-# message_room_ids (the rooms that got new messages: their buffers may have overflowed)
-# and user_message_ids (the new messages users wrote: facts may be mined from them)
+# sent after commit when memories were created from an agent's or an operator's input
+# (one, a batch, an import: memories.services.stored.memories_stored); kwargs:
+# project_id, memory_ids (their pks, in the order written), message_room_ids (the rooms
+# that got new messages, sorted: their buffers may have overflowed) and
+# user_message_ids (the new messages a user wrote, role user with a user: facts are
+# mined from them)
 memories_created = Signal()
 
 # sent when a user's synopsis should be regenerated (stale on a read, asked for by an

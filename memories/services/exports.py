@@ -51,10 +51,26 @@ def _time(value: datetime | None) -> str | None:
 
 
 MEMORY_FIELDS = (
-    "id", "public_id", "kind", "role", "content", "content_json", "metadata", "importance",
-    "pinned", "confidence", "access_count", "accessed_at", "status", "is_unique",
-    "source_ids", "document_id", "chunk_index", "created_at", "updated_at",
-)  # fmt: skip
+    "id",
+    "public_id",
+    "kind",
+    "role",
+    "content",
+    "content_json",
+    "metadata",
+    "importance",
+    "pinned",
+    "confidence",
+    "access_count",
+    "accessed_at",
+    "status",
+    "is_unique",
+    "source_ids",
+    "document_id",
+    "chunk_index",
+    "created_at",
+    "updated_at",
+)
 
 
 def export_memories(*, end_user: EndUser | None = None, room: Room | None = None) -> MemoryQuerySet:

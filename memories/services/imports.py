@@ -19,17 +19,16 @@ from memories.models import (
     EmbeddingSpace,
     EndUser,
     Memory,
-    MemoryRevision,
     Project,
     Room,
     SettingsRevision,
     content_hash,
 )
-from memories.services.embedding import embedding_enqueue, embedding_space_get
+from memories.services.embedding import embedding_space_get
 from memories.services.export_checks import export_document_check
-from memories.services.exports import CHUNK_SIZE, Progress, chunked
-from memories.services.revisions import Actor, revision_build
-from memories.signals import memories_created
+from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, Progress, chunked
+from memories.services.revisions import Actor
+from memories.services.stored import memories_stored
 
 
 @dataclass
@@ -56,10 +55,12 @@ def export_document_import(
     memories keep their ids (as public ids, Memory) and times. A memory whose id the
     project has already is skipped (importing a file twice writes nothing the second
     time); another project's use of an id is invisible (an export of one project
-    imports into another). Each new memory gets a ``create`` revision by
-    ``actor``. Vectors of the configured embedding space are stored; the other new
-    memories are embedded by the workers, as any new memory is. ``progress`` (optional)
-    is called with the number of memories handled, for progress bars.
+    imports into another). The new memories are stored as any created memory is
+    (memories_stored): a ``create`` revision each by ``actor``, then, after the commit,
+    memories_created (the rooms' summaries, the facts of the users' messages). Vectors
+    of the configured embedding space are stored; the other new memories are embedded
+    by the workers. ``progress`` (optional) is called with the number of memories
+    handled, for progress bars.
     """
     checked = export_document_check(document)
     try:
@@ -90,7 +91,10 @@ def _import(
     space = embedding_space_get() if any(item["embeddings"] for item in new) else None
     ignored: set[str] = set()
     for chunk in chunked(new):
-        ignored |= _memories_write(project, chunk, rows, space, actor, report)
+        memories, chunk_ignored = _memories_write(project, chunk, rows, space, report)
+        # chunk by chunk, so that a large import holds one chunk's rows at a time
+        memories_stored(project=project, memories=memories, actor=actor)
+        ignored |= chunk_ignored
         if progress is not None:
             progress(len(chunk))
     if ignored:
@@ -98,22 +102,6 @@ def _import(
             f"{report.vectors['ignored']} memories carried vectors of another embedding space "
             f"({', '.join(sorted(ignored))}) than the configured one ({_space_name(space)}): "
             "those vectors were ignored and these memories will be embedded again."
-        )
-    if new:
-        if report.vectors["stored"] < len(new):
-            transaction.on_commit(embedding_enqueue)
-        created_ids = [item["pk"] for item in new]
-        # the rooms that got messages: their buffers may be over capacity now
-        room_ids = sorted(
-            {rooms[i["room"]].pk for i in new if i["room"] and i["kind"] == Memory.Kind.MESSAGE}
-        )
-        transaction.on_commit(
-            lambda: memories_created.send(
-                sender=Memory,
-                project_id=project.pk,
-                memory_ids=created_ids,
-                message_room_ids=room_ids,
-            )
         )
     return report
 
@@ -232,9 +220,10 @@ def _memories_new(
     stored: set[tuple[Any, ...]] = set()
     for chunk in chunked({item["content_hash"] for item in new if item["unique"]}):
         stored.update(
-            Memory.objects.filter(project=project, is_unique=True, content_hash__in=chunk)
-            .values_list("end_user_id", "room_id", "kind", "content_hash")
-        )  # fmt: skip
+            Memory.objects.filter(
+                project=project, is_unique=True, content_hash__in=chunk
+            ).values_list("end_user_id", "room_id", "kind", "content_hash")
+        )
     return [
         item
         for item in new
@@ -249,11 +238,12 @@ def _memories_new(
     ]
 
 
+# the memory fields an item gives as they are: the ids, `unique` and updated_at are set
+# apart (_memories_write, _updated_at_restore); content_hash is _memories_new's
 MEMORY_COLUMNS = (
-    "kind", "role", "content", "content_json", "metadata", "content_hash", "importance",
-    "pinned", "confidence", "access_count", "accessed_at", "status", "source_ids", "document_id",
-    "chunk_index", "created_at",
-)  # fmt: skip
+    *(name for name in MEMORY_FIELDS if name not in {"id", "public_id", "is_unique", "updated_at"}),
+    "content_hash",
+)
 
 
 def _windows_in(item: dict[str, Any], space: EmbeddingSpace | None) -> list[Any] | None:
@@ -269,11 +259,10 @@ def _memories_write(
     items: list[dict[str, Any]],
     rows: dict[str, dict[str, Any]],
     space: EmbeddingSpace | None,
-    actor: Actor,
     report: ImportReport,
-) -> set[str]:
-    """Create the items' memories, their vectors in ``space`` and their revisions;
-    returns the names of the other spaces whose vectors were ignored."""
+) -> tuple[list[Memory], set[str]]:
+    """Create the items' memories and their vectors in ``space``; returns the memories
+    and the names of the other spaces whose vectors were ignored."""
     now = timezone.now()
     memories, embeddings, ignored = [], [], set()
     for item in items:
@@ -303,9 +292,5 @@ def _memories_write(
     Memory.objects.bulk_create(memories)
     _updated_at_restore(Memory, {item["pk"]: item["updated_at"] for item in items})
     Embedding.objects.bulk_create(embeddings, batch_size=CHUNK_SIZE)
-    MemoryRevision.objects.bulk_create(
-        revision_build(memory=m, action="create", actor=actor, before=None, after=m.snapshot())
-        for m in memories
-    )
     report.memories["created"] += len(memories)
-    return ignored
+    return memories, ignored

@@ -26,7 +26,7 @@ from memories.models import (
 )
 from memories.services.embedding import embedding_enqueue
 from memories.services.revisions import Actor, revision_build
-from memories.signals import memories_created
+from memories.services.stored import memories_stored
 
 
 class MemoryConflict(Exception):
@@ -166,7 +166,9 @@ def memory_create_batch(
     Idempotent: an item whose client id the project already has, or a `unique` item
     whose text the same user/room/kind already has, returns the stored memory with
     created=False; a client id the project uses for a different text is a
-    MemoryConflict. Client ids are public ids (Memory), scoped to the project.
+    MemoryConflict. Client ids are public ids (Memory), scoped to the project. The
+    created ones are finished by memories_stored: a ``create`` revision each, then,
+    after the commit, the embedding task and memories_created.
     """
     try:
         with transaction.atomic():
@@ -186,11 +188,21 @@ def _memory_create_batch(
         "agent": _external_ids_resolve(Agent, project, {i.agent for i in items if i.agent}),
     }
     built = [_build(project, item, rows) for item in items]
+    results = _stored_or_new(project, built)
+    new = [memory for memory, created in results if created]
+    Memory.objects.bulk_create(new)
+    memories_stored(project=project, memories=new, actor=actor)
+    return results
+
+
+def _stored_or_new(project: Project, built: list[Memory]) -> list[tuple[Memory, bool]]:
+    """Each built memory paired with created=True, or the stored memory it retries (the
+    same client id, or the same `unique` text of the user, room and kind; a repeat
+    within the batch too) with created=False. MemoryConflict for a client id the
+    project uses for another text."""
     by_id = _ids_assign(project, built)
     by_unique = _existing_unique(project, built)
-
     results: list[tuple[Memory, bool]] = []
-    new: list[Memory] = []
     for memory in built:
         existing = by_id.get(memory.public_id) or (
             by_unique.get(_unique_key(memory)) if memory.is_unique else None
@@ -203,36 +215,10 @@ def _memory_create_batch(
                 raise MemoryConflict(f"id {memory.public_id} is already used by a different memory")
             results.append((existing, False))
             continue
-        new.append(memory)
         by_id[memory.public_id] = memory
         if memory.is_unique:
             by_unique[_unique_key(memory)] = memory
         results.append((memory, True))
-
-    if new:
-        Memory.objects.bulk_create(new)
-        MemoryRevision.objects.bulk_create(
-            [
-                revision_build(
-                    memory=m, action="create", actor=actor, before=None, after=m.snapshot()
-                )
-                for m in new
-            ]
-        )
-        transaction.on_commit(embedding_enqueue)
-        created_ids = [m.pk for m in new]
-        messages = [m for m in new if m.kind == Memory.Kind.MESSAGE]
-        room_ids = sorted({m.room_id for m in messages if m.room_id})
-        user_message_ids = [m.pk for m in messages if m.role == Memory.Role.USER and m.end_user_id]
-        transaction.on_commit(
-            lambda: memories_created.send(
-                sender=Memory,
-                project_id=project.pk,
-                memory_ids=created_ids,
-                message_room_ids=room_ids,
-                user_message_ids=user_message_ids,
-            )
-        )
     return results
 
 
