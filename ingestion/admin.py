@@ -33,19 +33,45 @@ class ScopeFilter(admin.SimpleListFilter):
 
 # every field shown, none editable; the bytes (DocumentContent) are never loaded here
 FIELDS = (
-    "id", "project", "end_user", "title", "source", "mime_type", "size", "sha256",
-    "status", "error", "chunks_total", "chunks_done", "timings", "chunker",
-    "chunker_settings", "version", "served_version", "attempts", "metadata", "created_at",
-    "updated_at", "started_at", "finished_at",
-)  # fmt: skip
+    "id",
+    "project",
+    "end_user",
+    "title",
+    "source",
+    "mime_type",
+    "size",
+    "sha256",
+    "status",
+    "error",
+    "chunks_total",
+    "chunks_done",
+    "timings",
+    "chunker",
+    "chunker_settings",
+    "version",
+    "served_version",
+    "attempts",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+)
 
 
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     list_display = [
-        "__str__", "source", "project", "scope_label", "status", "progress_label", "chunks_total",
-        "size_label", "created_at",
-    ]  # fmt: skip
+        "__str__",
+        "source",
+        "project",
+        "scope_label",
+        "status",
+        "progress_label",
+        "chunks_total",
+        "size_label",
+        "created_at",
+    ]
     list_filter = ["status", ScopeFilter, "mime_type", "chunker", "project"]
     search_fields = ["title", "source", "sha256", "=id"]
     list_select_related = ["project", "end_user"]

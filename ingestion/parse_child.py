@@ -15,6 +15,9 @@ import json
 import resource
 import sys
 
+# the parsers are imported before the limits are set: their import is our code, not the file's
+from ingestion.loaders import LoaderError, document_parse
+
 
 def limits_set(*, memory_mb: int, cpu_seconds: int) -> None:
     """Address space and CPU time limits for this process (and no core dumps)."""
@@ -32,9 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, required=True)
     parser.add_argument("--cpu-seconds", type=int, required=True)
     options = parser.parse_args(argv)
-    # the parsers are imported before the limits: their import is our code, not the file's
-    from ingestion.loaders import LoaderError, document_parse
-
     limits_set(memory_mb=options.memory_mb, cpu_seconds=options.cpu_seconds)
     try:
         data = sys.stdin.buffer.read()

@@ -6,7 +6,10 @@ import importlib.util
 import os
 from typing import Any
 
+from django.conf import settings
 from django.core import checks
+
+from memories.providers.embedding_runtimes import RUNTIMES
 
 # the ranking policy moved from the environment into the per-project settings
 MOVED_TO_PROJECT_SETTINGS = {
@@ -41,10 +44,6 @@ def moved_environment_variables(
 def embedding_runtime(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """An error for an EMBEDDING_RUNTIME the local provider does not know or cannot load
     (without loading the model: the ONNX graphs themselves are exported at first use)."""
-    from django.conf import settings
-
-    from memories.providers.embedding_runtimes import RUNTIMES
-
     config = settings.EMBEDDING
     runtime = config.get("RUNTIME", "torch")
     if config["PROVIDER"] != "local":

@@ -1,14 +1,22 @@
-"""Celery worker boot: the model check at start-up and the heartbeat bootstep."""
+"""Celery worker boot: each pool process's setup, the heartbeat bootstep, the retry policy
+of the tasks an event queues. Imported by the Celery app before Django is set up: it
+imports no model (the model check at start-up is services.embedding.embedding_model_check)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from celery import bootsteps
-from django.db import InterfaceError, OperationalError
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections
+
+from memories.providers.embeddings import torch_threads_set
+from memories.providers.threads import search_nice
+from memories.services.workers import HEARTBEAT_INTERVAL, worker_heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -25,25 +33,6 @@ DATABASE_RETRY: dict[str, Any] = {
     "retry_backoff_max": 300,
     "retry_jitter": True,
 }
-
-
-def worker_startup_check(**kwargs: Any) -> None:
-    """Load the embedding model and refuse to start if its dimension mismatches the space.
-
-    Runs in the main worker process before the pool forks. torch runs on one thread
-    here: an OpenMP thread pool created before fork() hangs the forked children.
-    """
-    from memories.providers.embeddings import get_provider, torch_threads_set
-    from memories.services.embedding import embedding_space_get, embedding_space_index_ensure
-
-    provider = get_provider()
-    if hasattr(provider, "load"):
-        provider.load()
-        torch_threads_set(1)
-    vector = provider.embed(["MemoryHub start-up check"])  # loads the model, checks its dimension
-    space = embedding_space_get(provider=provider)
-    embedding_space_index_ensure(space=space)
-    logger.info("embedding model ready: %s, %d dimensions", space, vector.shape[1])
 
 
 def autogroup_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
@@ -68,14 +57,6 @@ def autogroup_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
 
 def worker_process_setup(**kwargs: Any) -> None:
     """In each pool process: torch threads, CPU priority, garbage-collector freeze."""
-    import gc
-
-    from django.conf import settings
-    from django.db import connections
-
-    from memories.providers.embeddings import torch_threads_set
-    from memories.providers.threads import search_nice
-
     connections.close_all()  # never share the parent's database connection
     torch_threads_set(settings.EMBEDDING["TORCH_THREADS"] or None)
     # background work yields the CPU to the web processes on a shared machine: writes
@@ -98,15 +79,11 @@ class HeartbeatStep(bootsteps.StartStopStep):
         self.tref = None
 
     def start(self, worker: Any) -> None:
-        from memories.services.workers import HEARTBEAT_INTERVAL
-
         self.hostname = worker.hostname
         self.beat()
         self.tref = worker.timer.call_repeatedly(HEARTBEAT_INTERVAL, self.beat)
 
     def beat(self) -> None:
-        from memories.services.workers import worker_heartbeat
-
         try:
             worker_heartbeat(hostname=self.hostname)
         except Exception as exc:  # noqa: BLE001 - Redis down: the broker reconnect logs it too

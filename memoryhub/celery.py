@@ -14,11 +14,11 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _worker_init(**kwargs: object) -> None:
-    from memories.worker import worker_startup_check
+    from memories.services.embedding import embedding_model_check
     from memoryhub import embedded
 
     embedded.services_start()  # a no-op under the hub, which passes DATABASE_URL on
-    worker_startup_check()
+    embedding_model_check()
 
 
 @beat_init.connect

@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import redis
+
+from memories.providers.redis_client import redis_client
 from memoryhub.embedded_memory import shared_buffers_size
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -330,10 +333,10 @@ def _redis_socket_path(folder: Path) -> Path:
 
 
 def redis_ping(url: str, timeout: float = 0.5) -> bool:
-    import redis
-
+    """Whether the Redis at ``url`` answers PING now (connecting within ``timeout``)."""
+    client = redis_client(url=url, pausing=False, timeout=1.0, connect_timeout=timeout)
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+        return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
 

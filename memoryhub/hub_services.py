@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from memories.providers.redis_client import redis_client
 from memoryhub import embedded
 from memoryhub.supervisor import exit_description
 
@@ -209,9 +210,7 @@ def database_check(conninfo: str) -> Callable[[], None]:
 
 def redis_check(url: str) -> Callable[[], None]:
     """A check that Redis answers PING."""
-    import redis
-
-    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    client = redis_client(url=url, pausing=False, timeout=0.5)
 
     def check() -> None:
         client.ping()

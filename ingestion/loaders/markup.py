@@ -53,10 +53,36 @@ def markdown_parse(text: str) -> ParsedDocument:
 # elements whose content is never visible text (the <title> is read on its own)
 _SKIPPED = {"script", "style", "noscript", "template", "svg", "iframe", "object"}
 _BLOCKS = {
-    "p", "div", "section", "article", "aside", "header", "footer", "nav", "main", "li", "ul",
-    "ol", "dl", "dt", "dd", "blockquote", "pre", "table", "tr", "form", "fieldset", "figure",
-    "figcaption", "address", "details", "summary", "hr", "body", "caption",
-}  # fmt: skip
+    "p",
+    "div",
+    "section",
+    "article",
+    "aside",
+    "header",
+    "footer",
+    "nav",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "blockquote",
+    "pre",
+    "table",
+    "tr",
+    "form",
+    "fieldset",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "hr",
+    "body",
+    "caption",
+}
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 
 

@@ -48,9 +48,13 @@ def document_parse(
 
 
 def document_parse_bounded(
-    data: bytes, *, filename: str = "", mime_type: str | None = None,
-    timeout_seconds: float = 60.0, memory_mb: int = 1024,
-) -> ParsedDocument:  # fmt: skip
+    data: bytes,
+    *,
+    filename: str = "",
+    mime_type: str | None = None,
+    timeout_seconds: float = 60.0,
+    memory_mb: int = 1024,
+) -> ParsedDocument:
     """document_parse in a child process limited in time and memory, so that a hostile
     file cannot take the worker down; LoaderError when it runs out of either.
 
@@ -63,10 +67,18 @@ def document_parse_bounded(
     if mime_type is not None and mime_type not in SUPPORTED_TYPES:
         raise LoaderError(f"unsupported file type {mime_type}: supported are {TYPE_NAMES}")
     command = [
-        sys.executable, "-m", "ingestion.parse_child",
-        "--filename", filename, "--mime-type", mime_type or "",
-        "--memory-mb", str(memory_mb), "--cpu-seconds", str(math.ceil(timeout_seconds)),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "ingestion.parse_child",
+        "--filename",
+        filename,
+        "--mime-type",
+        mime_type or "",
+        "--memory-mb",
+        str(memory_mb),
+        "--cpu-seconds",
+        str(math.ceil(timeout_seconds)),
+    ]
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [_SOURCE_ROOT, os.environ.get("PYTHONPATH")])),

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ingestion.chunkers import CHUNKERS, ChunkerSettingsError, chunker_settings_clean
+from ingestion.loaders import LoaderError, mime_type_detect
 from ingestion.models import Document, DocumentContent
 from ingestion.services.chunks import chunks_delete, chunks_of, chunks_staged
 from memories.models import EndUser, Project
@@ -82,7 +84,6 @@ def chunker_resolve(
 ) -> tuple[str, dict[str, Any]]:
     """The chunker's name and complete settings: ``given`` over the project's
     `ingestion` settings. DocumentRejected naming the bad setting."""
-    from ingestion.chunkers import CHUNKERS, ChunkerSettingsError, chunker_settings_clean
 
     policy = project_settings_get(project=project).ingestion
     name = chunker or policy.chunker
@@ -104,7 +105,6 @@ def chunker_resolve(
 
 
 def _mime_type(data: bytes, source: str) -> str:
-    from ingestion.loaders import LoaderError, mime_type_detect
 
     if len(data) > max_upload_bytes():
         raise DocumentTooLarge(len(data))

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from ingestion.chunkers import ChunkerSettingsError, chunker_get
+from ingestion.loaders import LoaderError, document_parse_bounded
 from ingestion.models import Document, DocumentContent
 from ingestion.services.chunks import (
     chunk_citation,
@@ -114,7 +116,6 @@ def _stage_begin(document_id: uuid.UUID, version: int) -> Document | None:
 
 def _parse(document: Document) -> Any:
     """The document's text and structure, parsed in a bounded child process."""
-    from ingestion.loaders import LoaderError, document_parse_bounded
 
     data = bytes(DocumentContent.objects.values_list("data", flat=True).get(document=document))
     try:
@@ -133,7 +134,6 @@ def _parse(document: Document) -> Any:
 
 
 def _chunk(document: Document, text: str) -> list[Any]:
-    from ingestion.chunkers import ChunkerSettingsError, chunker_get
 
     try:
         chunker = chunker_get(document.chunker, document.chunker_settings)

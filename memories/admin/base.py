@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from memories.services.revisions import Actor
 
@@ -170,3 +170,27 @@ def pretty_json(value: Any) -> str:
         '<pre style="white-space: pre-wrap; margin: 0">{}</pre>',
         json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str),
     )
+
+
+def changes_html(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, *, limit: int = 0
+) -> str:
+    """The fields a revision changed, each as 'name: before → after' (escaped), each
+    value cut to ``limit`` characters if given; a creation or deletion shows the fields
+    it set or removed."""
+    old, new = before or {}, after or {}
+    names = [
+        name
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name) and (old.get(name) or new.get(name))
+    ]
+    return format_html_join(
+        "",
+        "<div><b>{}</b>: {} → {}</div>",
+        ((name, _json(old.get(name), limit), _json(new.get(name), limit)) for name in names),
+    )
+
+
+def _json(value: Any, limit: int) -> str:
+    text = "—" if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    return f"{text[: limit - 1]}…" if limit and len(text) > limit else text

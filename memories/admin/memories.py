@@ -25,6 +25,7 @@ from memories.admin.base import (
     LargeTableAdmin,
     actor_of,
     as_uuid,
+    changes_html,
     deletion_summary,
 )
 from memories.api.serializers import MemoryOutputSerializer
@@ -108,13 +109,28 @@ def in_locked_batches(queryset: QuerySet[Memory], apply: Callable[[list[Memory]]
 @admin.register(Memory)
 class MemoryAdmin(LargeTableAdmin):
     list_display = [
-        "short_content", "kind_role", "end_user", "room", "project", "status",
-        "embedding_status", "pinned", "importance_score", "created_at",
-    ]  # fmt: skip
+        "short_content",
+        "kind_role",
+        "end_user",
+        "room",
+        "project",
+        "status",
+        "embedding_status",
+        "pinned",
+        "importance_score",
+        "created_at",
+    ]
     list_filter = [
-        "project", UserFilter, RoomFilter, "kind", "status", "embedding_status", "role",
-        "pinned", "created_at",
-    ]  # fmt: skip
+        "project",
+        UserFilter,
+        RoomFilter,
+        "kind",
+        "status",
+        "embedding_status",
+        "role",
+        "pinned",
+        "created_at",
+    ]
     list_select_related = ["end_user", "room", "project"]
     # the search is get_search_results' (full text, ids); a non-empty list shows the box
     search_fields = ["content"]
@@ -125,23 +141,54 @@ class MemoryAdmin(LargeTableAdmin):
     )
     ordering = ["-created_at"]
     fieldsets = [
-        (None, {"fields": ["content", "kind", "role", "status", "pinned", "importance",
-                           "confidence"]}),
+        (
+            None,
+            {"fields": ["content", "kind", "role", "status", "pinned", "importance", "confidence"]},
+        ),
         ("Structured", {"fields": ["content_json", "metadata", "source_ids"]}),
-        ("Who and where", {"fields": ["project", "end_user", "room", "agent", "document_id",
-                                     "chunk_index"]}),
-        ("Embedding and use", {"fields": ["embedding_status", "embedded_at",
-                                          "importance_score", "access_count", "accessed_at",
-                                          "content_hash", "is_unique"]}),
+        (
+            "Who and where",
+            {"fields": ["project", "end_user", "room", "agent", "document_id", "chunk_index"]},
+        ),
+        (
+            "Embedding and use",
+            {
+                "fields": [
+                    "embedding_status",
+                    "embedded_at",
+                    "importance_score",
+                    "access_count",
+                    "accessed_at",
+                    "content_hash",
+                    "is_unique",
+                ]
+            },
+        ),
         ("Identity and times", {"fields": ["public_id", "id", "created_at", "updated_at"]}),
         ("History", {"fields": ["history"]}),
-    ]  # fmt: skip
+    ]
     # what memory_update may change is editable; the rest is shown
     readonly_fields = [
-        "kind", "project", "end_user", "room", "agent", "document_id", "chunk_index",
-        "embedding_status", "embedded_at", "importance_score", "access_count", "accessed_at",
-        "content_hash", "is_unique", "public_id", "id", "created_at", "updated_at", "history",
-    ]  # fmt: skip
+        "kind",
+        "project",
+        "end_user",
+        "room",
+        "agent",
+        "document_id",
+        "chunk_index",
+        "embedding_status",
+        "embedded_at",
+        "importance_score",
+        "access_count",
+        "accessed_at",
+        "content_hash",
+        "is_unique",
+        "public_id",
+        "id",
+        "created_at",
+        "updated_at",
+        "history",
+    ]
     inlines = [EmbeddingInline]
     actions = ["re_embed", "archive", "pin", "unpin", "export_json"]
 
@@ -194,11 +241,16 @@ class MemoryAdmin(LargeTableAdmin):
             "",
             "<tr><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td></tr>",
             (
-                (f"{timezone.localtime(r.created_at):%Y-%m-%d %H:%M:%S}", r.action, r.actor,
-                 r.actor_type, changes_html(r.before, r.after))
+                (
+                    f"{timezone.localtime(r.created_at):%Y-%m-%d %H:%M:%S}",
+                    r.action,
+                    r.actor,
+                    r.actor_type,
+                    changes_html(r.before, r.after),
+                )
                 for r in revisions[:HISTORY_SHOWN]
             ),
-        )  # fmt: skip
+        )
         every = reverse("admin:memories_memoryrevision_changelist") + f"?q={memory.public_id}"
         more = "every revision" if len(revisions) > HISTORY_SHOWN else "in the revision list"
         return format_html(
@@ -238,9 +290,12 @@ class MemoryAdmin(LargeTableAdmin):
 
         def delete(memories: list[Memory]) -> int:
             revisions_record(
-                memories=memories, action="delete", actor=actor, with_before=True,
+                memories=memories,
+                action="delete",
+                actor=actor,
+                with_before=True,
                 with_after=False,
-            )  # fmt: skip
+            )
             Memory.objects.filter(pk__in=[memory.pk for memory in memories]).delete()
             return len(memories)
 
@@ -259,9 +314,11 @@ class MemoryAdmin(LargeTableAdmin):
             )
             # no revision (the memory is unchanged); the admin's log says who asked
             LogEntry.objects.log_actions(
-                user_id=user_id, queryset=memories, action_flag=CHANGE,
+                user_id=user_id,
+                queryset=memories,
+                action_flag=CHANGE,
                 change_message="Re-embedded",
-            )  # fmt: skip
+            )
             transaction.on_commit(embedding_enqueue)
             return len(memories)
 
@@ -320,27 +377,3 @@ def export_chunks(memories: QuerySet[Memory]) -> Iterator[str]:
         data = MemoryOutputSerializer(memory).data
         yield ("," if n else "") + json.dumps(data, cls=DjangoJSONEncoder, ensure_ascii=False)
     yield "]}"
-
-
-def changes_html(
-    before: dict[str, Any] | None, after: dict[str, Any] | None, *, limit: int = 0
-) -> str:
-    """The fields a revision changed, each as 'name: before → after' (escaped), each
-    value cut to ``limit`` characters if given; a creation or deletion shows the fields
-    it set or removed."""
-    old, new = before or {}, after or {}
-    names = [
-        name
-        for name in sorted(old.keys() | new.keys())
-        if old.get(name) != new.get(name) and (old.get(name) or new.get(name))
-    ]
-    return format_html_join(
-        "",
-        "<div><b>{}</b>: {} → {}</div>",
-        ((name, _json(old.get(name), limit), _json(new.get(name), limit)) for name in names),
-    )
-
-
-def _json(value: Any, limit: int) -> str:
-    text = "—" if value is None else json.dumps(value, ensure_ascii=False, default=str)
-    return f"{text[: limit - 1]}…" if limit and len(text) > limit else text

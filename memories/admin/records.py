@@ -11,8 +11,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memories.admin.base import LargeTableAdmin, ReadOnlyAdmin, as_uuid, pretty_json
-from memories.admin.memories import changes_html
+from memories.admin.base import LargeTableAdmin, ReadOnlyAdmin, as_uuid, changes_html, pretty_json
 from memories.models import (
     Embedding,
     EmbeddingSpace,
@@ -57,8 +56,7 @@ class RevisionAdmin(ReadOnlyAdmin, LargeTableAdmin):
 
 @admin.register(MemoryRevision)
 class MemoryRevisionAdmin(RevisionAdmin):
-    list_display = ["created_at", "memory", "project", "action", "actor_type", "actor",
-                    "changes"]  # fmt: skip
+    list_display = ["created_at", "memory", "project", "action", "actor_type", "actor", "changes"]
     list_filter = ["project", "action", "actor_type", "created_at"]
     search_fields = ["actor"]
     uuid_search_fields = ("memory_public_id",)

@@ -25,19 +25,38 @@ class SynopsisAdmin(LargeTableAdmin):
     (operators edit the text through the API or the dashboard)."""
 
     list_display = [
-        "end_user", "project", "identity_generator", "identity_generated_at",
-        "identity_locked", "context_generator", "context_generated_at", "context_locked",
-    ]  # fmt: skip
+        "end_user",
+        "project",
+        "identity_generator",
+        "identity_generated_at",
+        "identity_locked",
+        "context_generator",
+        "context_generated_at",
+        "context_locked",
+    ]
     list_filter = ["project", "identity_locked", "context_locked"]
     list_select_related = ["end_user", "project"]
     search_fields = ["end_user__external_id", "end_user__name"]
     ordering = ["-pk"]
     fields = [
-        "end_user", "project", "identity_text", "identity_generated_at", "identity_token_count",
-        "identity_generator", "identity_locked", "identity_edited_by", "context_text",
-        "context_generated_at", "context_token_count", "context_generator", "context_locked",
-        "context_edited_by", "version", "created_at", "updated_at",
-    ]  # fmt: skip
+        "end_user",
+        "project",
+        "identity_text",
+        "identity_generated_at",
+        "identity_token_count",
+        "identity_generator",
+        "identity_locked",
+        "identity_edited_by",
+        "context_text",
+        "context_generated_at",
+        "context_token_count",
+        "context_generator",
+        "context_locked",
+        "context_edited_by",
+        "version",
+        "created_at",
+        "updated_at",
+    ]
     actions = ["lock_identity", "unlock_identity", "lock_context", "unlock_context", "regenerate"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -107,9 +107,13 @@ class ProjectAdmin(admin.ModelAdmin):
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
         also = {
             name: model._default_manager.filter(project__in=objs).count()
-            for name, model in [("memories", Memory), ("end users", EndUser), ("rooms", Room),
-                                ("API keys", ApiKey)]
-        }  # fmt: skip
+            for name, model in [
+                ("memories", Memory),
+                ("end users", EndUser),
+                ("rooms", Room),
+                ("API keys", ApiKey),
+            ]
+        }
         return deletion_summary(objs, self.model._meta, also=also)
 
     def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
@@ -154,8 +158,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     stored hash is never shown or edited."""
 
     list_display = [
-        "prefix", "name", "project", "scope_list", "created_at", "last_used_at", "revoked_at",
-    ]  # fmt: skip
+        "prefix",
+        "name",
+        "project",
+        "scope_list",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["project", KeyStatusFilter]
     list_select_related = ["project"]
     search_fields = ["prefix", "name"]
@@ -285,15 +295,29 @@ class EndUserAdmin(DeletesMemoriesAdmin):
 
 @admin.register(Room)
 class RoomAdmin(DeletesMemoriesAdmin):
-    list_display = ["external_id", "name", "project", "agent", "world_id", "created_at",
-                    "memories"]  # fmt: skip
+    list_display = ["external_id", "name", "project", "agent", "world_id", "created_at", "memories"]
     list_filter = ["project", "created_at"]
     list_select_related = ["project", "agent"]
     search_fields = ["external_id", "name", "world_id"]
-    fields = ["project", "external_id", "name", "agent", "world_id", "metadata",
-              "room_settings", "created_at", "updated_at"]  # fmt: skip
-    readonly_fields = ["project", "external_id", "agent", "room_settings", "created_at",
-                       "updated_at"]  # fmt: skip
+    fields = [
+        "project",
+        "external_id",
+        "name",
+        "agent",
+        "world_id",
+        "metadata",
+        "room_settings",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = [
+        "project",
+        "external_id",
+        "agent",
+        "room_settings",
+        "created_at",
+        "updated_at",
+    ]
     ordering = ["-pk"]
     memory_relation = "room"
 

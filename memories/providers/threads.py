@@ -108,9 +108,11 @@ class StepThreads:
                 self._tasks = queue.SimpleQueue()
                 for number in range(max(1, self.count())):
                     thread = threading.Thread(
-                        target=_serve, args=(self._tasks,), name=f"{self.name}-{number}",
+                        target=_serve,
+                        args=(self._tasks,),
+                        name=f"{self.name}-{number}",
                         daemon=True,
-                    )  # fmt: skip
+                    )
                     thread.start()
                     self._threads.append(thread)
             return self._tasks

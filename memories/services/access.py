@@ -113,14 +113,9 @@ def _tracking_on(overrides: str) -> bool:
 
 @lru_cache(maxsize=4)
 def _recorder(url: str) -> Any:
-    # not redis_client(): redis-py's default retries a refused connection with backoff
-    # for seconds, and a read must not wait on its counting
-    client = redis.Redis.from_url(
-        url,
-        socket_connect_timeout=RECORD_TIMEOUT_SECONDS,
-        socket_timeout=RECORD_TIMEOUT_SECONDS,
-        retry=None,
-    )
+    # not the pausing client: the counting has its own short timeout, and its failures
+    # (on a sender thread) must not pause the request's own Redis commands
+    client = redis_client(url=url, pausing=False, timeout=RECORD_TIMEOUT_SECONDS)
     return client.register_script(_RECORD)
 
 

@@ -18,14 +18,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from functools import cache
 from typing import Any
 
 import numpy as np
 import redis
 from django.conf import settings
 from django.db import connection, connections, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from memories.models import Embedding, EmbeddingSpace, Memory
@@ -34,7 +33,9 @@ from memories.providers.embeddings import (
     EmbeddingProvider,
     get_provider,
     normalize,
+    torch_threads_set,
 )
+from memories.providers.redis_client import redis_client
 from memories.providers.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from memories.services.vector_index import index_create_sql
 
@@ -45,9 +46,10 @@ QUEUED_FLAG_TTL = 60
 EMBEDDING_RUN_TASK = "memories.tasks.embedding_run_task"
 
 
-@cache
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=1.0)
+    # not paused by a request's failure: the queued flag and the heartbeats say what
+    # Redis holds now
+    return redis_client(pausing=False)
 
 
 def embedding_space_get(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
@@ -80,6 +82,24 @@ def embedding_space_index_ensure(*, space: EmbeddingSpace) -> None:
     """
     with connection.cursor() as cursor:
         cursor.execute(index_create_sql(space=space, name=space.index_name, concurrently=False))
+
+
+def embedding_model_check() -> None:
+    """Load the embedding model and refuse to start if its dimension mismatches the space
+    (EmbeddingDimensionMismatch); make sure the space's index exists.
+
+    Runs in a worker's main process before the pool forks (memoryhub/celery.py). torch
+    runs on one thread here: an OpenMP thread pool created before fork() hangs the
+    forked children.
+    """
+    provider = get_provider()
+    if hasattr(provider, "load"):
+        provider.load()
+        torch_threads_set(1)
+    vector = provider.embed(["MemoryHub start-up check"])  # loads the model, checks its dimension
+    space = embedding_space_get(provider=provider)
+    embedding_space_index_ensure(space=space)
+    logger.info("embedding model ready: %s, %d dimensions", space, vector.shape[1])
 
 
 def embedding_enqueue() -> None:
@@ -235,9 +255,14 @@ def embedding_run(  # type: ignore[no-untyped-def]
     lanes = max(1, int(settings.EMBEDDING["LANES"]))
     started = time.monotonic()
     lane = functools.partial(
-        _lane_run, space=space, provider=provider, size=size, started=started,
-        max_seconds=max_seconds, progress=_locked(progress) if progress else None,
-    )  # fmt: skip
+        _lane_run,
+        space=space,
+        provider=provider,
+        size=size,
+        started=started,
+        max_seconds=max_seconds,
+        progress=_locked(progress) if progress else None,
+    )
     if lanes == 1 or connection.in_atomic_block:
         total = lane()
     else:
@@ -303,67 +328,6 @@ def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
             created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)
         )
     return queryset.count()
-
-
-def embedding_rewindow(  # type: ignore[no-untyped-def]
-    *, batch_size: int = 64, progress=None
-) -> int:
-    """Re-embed the embedded memories whose stored windows are not the ones their text
-    gets now: long memories embedded before texts were windowed, or after the window
-    setting changed. Returns how many were re-embedded.
-
-    Batches of ``batch_size`` memories (in id order) commit one by one, each memory's
-    new windows replacing its old ones at once: search keeps serving throughout. A
-    memory being changed meanwhile is skipped (the change re-embeds it anyway).
-    ``progress`` (optional) is called with each batch's count of memories examined.
-    """
-    provider = get_provider()
-    space = embedding_space_get(provider=provider)
-    redone = 0
-    after = None
-    while True:
-        with transaction.atomic():
-            batch = _embedded_after(after, space=space, size=batch_size)
-            if not batch:
-                return redone
-            stale = [
-                (memory, spans)
-                for memory, stored in batch
-                if len(spans := provider.windows(memory.content)) != stored
-            ]
-            if stale:
-                memories, windows = (list(part) for part in zip(*stale, strict=True))
-                embeddings_replace(
-                    memories=memories, windows=windows, space=space, provider=provider
-                )
-        redone += len(stale)
-        after = batch[-1][0].pk
-        if progress is not None:
-            progress(len(batch))
-
-
-def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[tuple[Memory, int]]:
-    """The next ``size`` embedded memories after id ``after``, locked (skipping those
-    locked by a change), each with the number of its windows in ``space``."""
-    queryset = Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE)
-    if after is not None:
-        queryset = queryset.filter(pk__gt=after)
-    memories = list(
-        queryset.order_by("pk")
-        .select_for_update(skip_locked=True)
-        .only("id", "content", "content_hash")[:size]
-    )
-    stored = dict(
-        Embedding.objects.filter(space=space, memory__in=memories)
-        .values("memory")
-        .annotate(count=Count("*"))
-        .values_list("memory", "count")
-    )
-    return [(memory, stored.get(memory.pk, 0)) for memory in memories]
-
-
-def embedded_count() -> int:
-    return Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE).count()
 
 
 # each memory's windows averaged in SQL and sent as a binary float4 array: pgvector's

@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from memories.services.embedding import _redis
+import redis
+
+from memories.providers.redis_client import redis_client
 
 HEARTBEAT_PREFIX = "memoryhub:worker:"
 HEARTBEAT_INTERVAL = 10
 HEARTBEAT_TTL = 3 * HEARTBEAT_INTERVAL
 
 
+def _redis() -> redis.Redis:
+    # not paused by a request's failure: a heartbeat says whether Redis answers now
+    return redis_client(pausing=False)
+
+
 def worker_heartbeat(*, hostname: str, info: dict[str, Any] | None = None) -> None:
     """Record that ``hostname`` is alive now (expires unless renewed)."""
-    import json
-
     payload = json.dumps({"at": time.time(), **(info or {})})
     _redis().set(f"{HEARTBEAT_PREFIX}{hostname}", payload, ex=HEARTBEAT_TTL)
 
 
 def worker_heartbeats() -> list[dict[str, Any]]:
     """The workers seen within the heartbeat TTL, with their age in seconds."""
-    import json
-
     client = _redis()
     now = time.time()
     alive = []

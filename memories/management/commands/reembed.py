@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from tqdm import tqdm
 
-from memories.services.embedding import embedded_count, embedding_rewindow
+from memories.services.embedding_rewindow import embedded_count, embedding_rewindow
 
 
 class Command(BaseCommand):

@@ -56,10 +56,12 @@ class Command(BaseCommand):
             "--web-workers", type=int, default=int(os.environ.get("WEB_WORKERS", "2"))
         )
         parser.add_argument(
-            "--web-threads", type=int, default=int(os.environ.get("WEB_THREADS", "16")),
+            "--web-threads",
+            type=int,
+            default=int(os.environ.get("WEB_THREADS", "16")),
             help="threads per web process: enough that a write finds one free while "
             "searches wait for their slots (SEARCH_CONCURRENCY)",
-        )  # fmt: skip
+        )
         parser.add_argument(
             "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1"))
         )
@@ -169,33 +171,16 @@ class Command(BaseCommand):
     ) -> list[ChildProcess]:
         """The web server, the worker and beat; the worker and beat need the database
         and Redis to start (beat exits when the database goes away)."""
-        python = sys.executable
         # glibc gives each thread that allocates its own malloc arena (up to 8 per core),
         # and a web process has 16 threads: two arenas held the web's peak RSS 390 -> 318
         # MiB in a quick bench (BENCHMARKS.md). The Dockerfile sets the same.
         env = {"MALLOC_ARENA_MAX": "2", **env}
-        bind = f"{options['host']}:{options['port']}"
+        celery = [sys.executable, "-m", "celery", "-A", "memoryhub"]
         commands = {
-            "web": [
-                python, "-m", "gunicorn", "memoryhub.wsgi",
-                "--bind", bind,
-                "--workers", str(options["web_workers"]),
-                "--threads", str(options["web_threads"]),
-                "--timeout", "60",
-                "--graceful-timeout", "10",
-                # room for a query string over the API's own limit (4 KB), so that it
-                # gets the API's JSON 413 rather than gunicorn's plain 400
-                "--limit-request-line", "8190",
-                "--access-logfile", "-" if os.environ.get("ACCESS_LOG") else "/dev/null",
-            ],
-            "worker": [
-                python, "-m", "celery", "-A", "memoryhub", "worker",
-                "--loglevel", "INFO",
-                "--concurrency", str(options["worker_concurrency"]),
-                "--hostname", "worker@%h",
-            ],
-            "beat": [python, "-m", "celery", "-A", "memoryhub", "beat", "--loglevel", "INFO"],
-        }  # fmt: skip
+            "web": [sys.executable, "-m", "gunicorn", "memoryhub.wsgi", *web_options(options)],
+            "worker": [*celery, "worker", *worker_options(options)],
+            "beat": [*celery, "beat", "--loglevel", "INFO"],
+        }
         return [
             ChildProcess(
                 name,
@@ -252,3 +237,24 @@ class Command(BaseCommand):
         with OUTPUT_LOCK:
             self.stdout.write("\n".join(lines))
             self.stdout.flush()
+
+
+def web_options(options: dict[str, Any]) -> list[str]:
+    """gunicorn's command line after the application."""
+    return [
+        *("--bind", f"{options['host']}:{options['port']}"),
+        *("--workers", str(options["web_workers"]), "--threads", str(options["web_threads"])),
+        *("--timeout", "60", "--graceful-timeout", "10"),
+        # room for a query string over the API's own limit (4 KB), so that it gets the
+        # API's JSON 413 rather than gunicorn's plain 400
+        *("--limit-request-line", "8190"),
+        *("--access-logfile", "-" if os.environ.get("ACCESS_LOG") else "/dev/null"),
+    ]
+
+
+def worker_options(options: dict[str, Any]) -> list[str]:
+    """The Celery worker's command line after ``worker``."""
+    return [
+        *("--loglevel", "INFO", "--concurrency", str(options["worker_concurrency"])),
+        *("--hostname", "worker@%h"),
+    ]

@@ -16,7 +16,6 @@ from memories.services.embedding import (
     embedding_run,
     embedding_space_get,
 )
-from memories.worker import worker_startup_check
 from tests.memories.conftest import CountingProvider, pending, vector_of
 
 
@@ -163,7 +162,7 @@ class TestDimensionCheck:
             "DIMENSION": 32,
         }
         with pytest.raises(EmbeddingDimensionMismatch):
-            worker_startup_check()
+            pipeline.embedding_model_check()
 
     def test_a_search_says_what_is_wrong(self, owner, settings):
         EmbeddingSpace.objects.create(provider="hashing", model="resized", dimension=64)

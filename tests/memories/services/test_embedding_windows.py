@@ -8,12 +8,13 @@ import pytest
 from memories.models import Embedding, Memory
 from memories.providers.embeddings import get_provider, token_windows
 from memories.services import embedding as pipeline
+from memories.services import embedding_rewindow as rewindowing
 from memories.services.embedding import (
     embedding_process_batch,
-    embedding_rewindow,
     embedding_run,
     embedding_space_get,
 )
+from memories.services.embedding_rewindow import embedding_rewindow
 from memories.services.memories import memory_delete, memory_update
 from memories.services.revisions import Actor
 from tests.memories.conftest import CountingProvider, pending, windows_of
@@ -25,6 +26,7 @@ WORDS = 10  # the test provider's window, in words
 def windowing(monkeypatch):
     counting = CountingProvider(model="windows-test", window_words=WORDS)
     monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
+    monkeypatch.setattr(rewindowing, "get_provider", lambda: counting)
     return counting
 
 
