@@ -8,21 +8,19 @@ from rest_framework import serializers
 
 from ingestion.chunkers import CHUNKERS
 from ingestion.models import Document
-from memories.api.serializers import JSONObjectField, external_id_field
+from memories.api.fields import JSONObjectField, external_id_field, no_slash
+from memories.api.pagination import page_serializer
 from memories.models import Memory
-
-
-def _no_slash(value: str | None) -> str | None:
-    if value is not None and "/" in value:  # user ids appear in URL paths
-        raise serializers.ValidationError("May not contain '/'.")
-    return value
 
 
 class _UploadOptions(serializers.Serializer):
     title = serializers.CharField(
-        required=False, allow_blank=True, max_length=500, default="",
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        default="",
         help_text="Default: the document's own title (a PDF's, a first heading), else the source.",
-    )  # fmt: skip
+    )
     user = external_id_field(
         required=False,
         allow_null=True,
@@ -34,7 +32,7 @@ class _UploadOptions(serializers.Serializer):
     )
 
     def validate_user(self, value: str | None) -> str | None:
-        return _no_slash(value)
+        return no_slash(value)  # user ids appear in URL paths
 
 
 class DocumentTextInputSerializer(_UploadOptions):
@@ -79,9 +77,9 @@ class DocumentReingestInputSerializer(serializers.Serializer):
         choices=CHUNKERS, required=False, help_text="Default: the document's chunker."
     )
     chunker_settings = JSONObjectField(
-        required=False, help_text="Over the document's settings (or, for another chunker, "
-        "the project's defaults).",
-    )  # fmt: skip
+        required=False,
+        help_text="Over the document's settings (or, for another chunker, the project's defaults).",
+    )
 
 
 class DocumentListQuerySerializer(serializers.Serializer):
@@ -92,8 +90,6 @@ class DocumentListQuerySerializer(serializers.Serializer):
         required=False,
         help_text="project: shared with the whole project; user: attached to a user.",
     )
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
-    cursor = serializers.CharField(required=False)
 
 
 class ChunkListQuerySerializer(serializers.Serializer):
@@ -102,8 +98,6 @@ class ChunkListQuerySerializer(serializers.Serializer):
         default=Memory.Status.ACTIVE,
         help_text="active: the served version's chunks; staged: the version being ingested.",
     )
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
-    cursor = serializers.CharField(required=False)
 
 
 class ProgressOutputSerializer(serializers.Serializer):
@@ -120,10 +114,27 @@ class DocumentOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Document
         fields = [
-            "id", "title", "source", "user", "scope", "mime_type", "size", "sha256", "status",
-            "error", "progress", "timings", "chunker", "chunker_settings", "version",
-            "served_version", "metadata", "created_at", "updated_at", "finished_at",
-        ]  # fmt: skip
+            "id",
+            "title",
+            "source",
+            "user",
+            "scope",
+            "mime_type",
+            "size",
+            "sha256",
+            "status",
+            "error",
+            "progress",
+            "timings",
+            "chunker",
+            "chunker_settings",
+            "version",
+            "served_version",
+            "metadata",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        ]
         extra_kwargs = {
             "timings": {"help_text": "Milliseconds: parse_ms, chunk_ms, embed_ms, total_ms."},
             "served_version": {
@@ -148,14 +159,6 @@ def document_upload_data(document: Document, duplicate: bool) -> dict[str, Any]:
     return {**DocumentOutputSerializer(document).data, "duplicate": duplicate}
 
 
-class DocumentPageOutputSerializer(serializers.Serializer):
-    count = serializers.IntegerField(help_text="How many documents match, over all pages.")
-    next_cursor = serializers.CharField(
-        allow_null=True, help_text="Pass as `cursor` for the next page; null on the last one."
-    )
-    results = DocumentOutputSerializer(many=True)
-
-
 class ChunkOutputSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(
         source="public_id", read_only=True, help_text="The chunk's memory id (in this project)."
@@ -169,12 +172,15 @@ class ChunkOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Memory
         fields = [
-            "id", "chunk_index", "content", "citation", "status", "embedding_status",
+            "id",
+            "chunk_index",
+            "content",
+            "citation",
+            "status",
+            "embedding_status",
             "created_at",
-        ]  # fmt: skip
+        ]
 
 
-class ChunkPageOutputSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
-    next_cursor = serializers.CharField(allow_null=True)
-    results = ChunkOutputSerializer(many=True)
+DocumentPageOutputSerializer = page_serializer(DocumentOutputSerializer, order="Newest first.")
+ChunkPageOutputSerializer = page_serializer(ChunkOutputSerializer, order="In document order.")

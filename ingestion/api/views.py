@@ -4,12 +4,9 @@ project's document is a 404); read-only keys may only read."""
 
 from __future__ import annotations
 
-import base64
-import json
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -31,11 +28,23 @@ from ingestion.services.documents import (
     document_delete,
     document_reingest,
 )
+from memories.api.pagination import (
+    INTEGER,
+    UUID,
+    Key,
+    Ordering,
+    PageQuerySerializer,
+    newest_first,
+    page_get,
+)
 from memories.api.parsers import DepthLimitedJSONParser
 from memories.api.scoping import actor_of, parse_uuid, project_of
 from memories.models import EndUser
 
 TOO_LARGE = OpenApiResponse(description="Larger than INGESTION_MAX_UPLOAD_MB (body not read).")
+NEWEST = newest_first(pk=UUID)
+# a version's chunk indexes are unique; the pk keeps the order total all the same
+IN_ORDER = Ordering(keys=(Key("chunk_index", INTEGER), Key("pk", UUID)))
 
 
 def document_get(request: Request, document_id: str) -> Document:
@@ -56,23 +65,8 @@ def _query(request: Request, serializer_class: type[serializers.Serializer]) -> 
     return dict(serializer.validated_data)
 
 
-def _cursor_encode(values: list[Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
-
-
-CURSOR_MAX_CHARS = 200
-
-
-def _cursor_decode(cursor: str) -> list[Any]:
-    try:
-        if len(cursor) > CURSOR_MAX_CHARS:  # ours are ~80: anything longer is not one
-            raise ValueError
-        values = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(values, list):
-            raise ValueError
-        return values
-    except (ValueError, RecursionError):
-        raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+def _with_user(documents: QuerySet[Document]) -> QuerySet[Document]:
+    return documents.select_related("end_user")
 
 
 def _rejected(error: DocumentRejected) -> Exception:
@@ -110,7 +104,7 @@ class DocumentListView(APIView):
         return super().handle_exception(exc)
 
     @extend_schema(
-        parameters=[s.DocumentListQuerySerializer],
+        parameters=[s.DocumentListQuerySerializer, PageQuerySerializer],
         responses=s.DocumentPageOutputSerializer,
         operation_id="v1_documents_list",
     )
@@ -126,32 +120,8 @@ class DocumentListView(APIView):
             documents = documents.filter(end_user__in=users)
         if "scope" in params:
             documents = documents.filter(end_user__isnull=params["scope"] == "project")
-        count = documents.count()
-        if "cursor" in params:
-            created_at, document_id = _cursor_decode(params["cursor"])[:2]
-            try:
-                after = datetime.fromisoformat(created_at)
-            except (TypeError, ValueError):
-                raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
-            documents = documents.filter(
-                Q(created_at__lt=after)
-                | Q(created_at=after, pk__lt=parse_uuid(document_id, "cursor"))
-            )
-        limit = params["limit"]
-        page = list(
-            documents.select_related("end_user").order_by("-created_at", "-pk")[: limit + 1]
-        )
-        next_cursor = None
-        if len(page) > limit:
-            last = page[limit - 1]
-            next_cursor = _cursor_encode([last.created_at.isoformat(), str(last.pk)])
-        return Response(
-            {
-                "count": count,
-                "next_cursor": next_cursor,
-                "results": s.DocumentOutputSerializer(page[:limit], many=True).data,
-            }
-        )
+        page = page_get(documents, request=request, ordering=NEWEST, load=_with_user)
+        return Response(page.data(s.DocumentOutputSerializer))
 
     @extend_schema(
         request={
@@ -221,7 +191,7 @@ class DocumentReingestView(APIView):
 @extend_schema(tags=["documents"])
 class DocumentChunkListView(APIView):
     @extend_schema(
-        parameters=[s.ChunkListQuerySerializer],
+        parameters=[s.ChunkListQuerySerializer, PageQuerySerializer],
         responses=s.ChunkPageOutputSerializer,
         operation_id="v1_documents_chunks_list",
     )
@@ -230,20 +200,5 @@ class DocumentChunkListView(APIView):
         document = document_get(request, document_id)
         params = _query(request, s.ChunkListQuerySerializer)
         chunks = chunks_of(document).filter(status=params["status"])
-        count = chunks.count()
-        if "cursor" in params:
-            values = _cursor_decode(params["cursor"])
-            after = values[0] if values else None
-            if not isinstance(after, int):
-                raise serializers.ValidationError({"cursor": ["Invalid cursor."]})
-            chunks = chunks.filter(chunk_index__gt=after)
-        limit = params["limit"]
-        page = list(chunks.order_by("chunk_index")[: limit + 1])
-        next_cursor = _cursor_encode([page[limit - 1].chunk_index]) if len(page) > limit else None
-        return Response(
-            {
-                "count": count,
-                "next_cursor": next_cursor,
-                "results": s.ChunkOutputSerializer(page[:limit], many=True).data,
-            }
-        )
+        page = page_get(chunks, request=request, ordering=IN_ORDER)
+        return Response(page.data(s.ChunkOutputSerializer))

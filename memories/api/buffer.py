@@ -11,8 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.fields import JSONObjectField
 from memories.api.scoping import room_get
-from memories.api.serializers import JSONObjectField, SharedMemoryField
+from memories.api.serializers import SharedMemoryField
 from memories.services.access import accesses_record
 from memories.services.buffer import buffer_get, buffer_search
 

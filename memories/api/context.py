@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.fields import external_id_field
 from memories.api.schema import ERROR_REF
 from memories.api.scoping import end_user_get, project_of, room_get
-from memories.api.serializers import external_id_field
 from memories.providers.tokens import ENCODINGS
 from memories.services.context import ContextResult, context_build
 from memories.services.context.fitting import SECTIONS, Section
@@ -34,9 +34,11 @@ class ContextInputSerializer(serializers.Serializer):
         "assistant messages that call tools are skipped).",
     )
     max_tokens = serializers.IntegerField(
-        required=False, min_value=MIN_TOKENS, max_value=MAX_TOKENS,
+        required=False,
+        min_value=MIN_TOKENS,
+        max_value=MAX_TOKENS,
         help_text="The budget (default: the project's context.max_tokens, 4000).",
-    )  # fmt: skip
+    )
     budgets = serializers.DictField(
         child=serializers.FloatField(min_value=0.0, max_value=1.0),
         required=False,
@@ -114,17 +116,21 @@ class ContextOutputSerializer(serializers.Serializer):
     )
     saved_tokens = serializers.IntegerField()
     duplicates = serializers.ListField(
-        child=serializers.DictField(), required=False,
+        child=serializers.DictField(),
+        required=False,
         help_text="With explain: items left out as already in a more valuable section.",
-    )  # fmt: skip
+    )
     timings_ms = serializers.DictField(child=serializers.FloatField())
 
 
 def _item(candidate: Any, explain: bool) -> dict[str, Any]:
     item = {
-        "id": candidate.key, "kind": candidate.kind, "text": candidate.text,
-        "score": round(candidate.score, 4), "tokens": candidate.tokens,
-    }  # fmt: skip
+        "id": candidate.key,
+        "kind": candidate.kind,
+        "text": candidate.text,
+        "score": round(candidate.score, 4),
+        "tokens": candidate.tokens,
+    }
     if explain:
         parts = f" ({', '.join(f'{k} {v}' for k, v in candidate.parts.items())})"
         item["why"] = (candidate.why or "ranked by score") + (parts if candidate.parts else "")
@@ -133,9 +139,11 @@ def _item(candidate: Any, explain: bool) -> dict[str, Any]:
 
 def _section(section: Section, explain: bool) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "name": section.name, "budget": section.budget, "tokens": section.tokens,
+        "name": section.name,
+        "budget": section.budget,
+        "tokens": section.tokens,
         "items": [_item(c, explain) for c in section.items],
-    }  # fmt: skip
+    }
     if explain:
         payload["dropped"] = [
             {"id": c.key, "text": c.text, "score": round(c.score, 4), "why": why}
@@ -146,12 +154,17 @@ def _section(section: Section, explain: bool) -> dict[str, Any]:
 
 def _payload(result: ContextResult, explain: bool) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "query": result.query, "prompt": result.prompt, "total_tokens": result.total_tokens,
-        "max_tokens": result.max_tokens, "encoding": result.encoding,
-        "sections": [_section(s, explain) for s in result.sections], "notes": result.notes,
+        "query": result.query,
+        "prompt": result.prompt,
+        "total_tokens": result.total_tokens,
+        "max_tokens": result.max_tokens,
+        "encoding": result.encoding,
+        "sections": [_section(s, explain) for s in result.sections],
+        "notes": result.notes,
         "full_history_tokens": result.full_history_tokens,
-        "saved_tokens": result.saved_tokens, "timings_ms": result.timings_ms,
-    }  # fmt: skip
+        "saved_tokens": result.saved_tokens,
+        "timings_ms": result.timings_ms,
+    }
     if explain:
         payload["duplicates"] = [
             {"id": c.key, "section": c.section, "text": c.text} for c in result.duplicates

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import json
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,9 +13,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import serializers as s
+from memories.api.pagination import (
+    INTEGER,
+    UUID,
+    HistoryPageQuerySerializer,
+    PageQuerySerializer,
+    newest_first,
+    page_get,
+)
 from memories.api.schema import FIELD_ERRORS_REF
 from memories.api.scoping import actor_of, idempotent, memory_get, parse_uuid, project_of
-from memories.models import EndUser, Memory, MemoryRevision, Room
+from memories.models import EndUser, Memory, MemoryQuerySet, MemoryRevision, Room
 from memories.services.memories import (
     MemoryInput,
     memories_delete,
@@ -88,21 +94,9 @@ def _filtered(request: Request, params: dict[str, Any]) -> Any:
     return memories
 
 
-def _cursor_encode(memory: Memory) -> str:
-    raw = json.dumps([memory.created_at.isoformat(), str(memory.pk)])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def _cursor_decode(cursor: str) -> tuple[datetime, Any]:
-    """A cursor of _cursor_encode; anything else is a 400 naming it (the serializer caps
-    its length, so no JSON nested deep enough to recurse gets here)."""
-    try:
-        created_at, memory_id = json.loads(
-            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        )
-        return datetime.fromisoformat(created_at), parse_uuid(memory_id, "cursor")
-    except (ValueError, TypeError, RecursionError, serializers.ValidationError):
-        raise serializers.ValidationError({"cursor": ["Invalid cursor."]}) from None
+# newest first (order=desc, the default) or oldest first; the pk breaks ties of created_at
+NEWEST = newest_first(pk=UUID)
+REVISIONS_NEWEST = newest_first(pk=INTEGER)
 
 
 CONFLICT = OpenApiResponse(
@@ -120,8 +114,7 @@ class MemoryListView(APIView):
     @extend_schema(
         parameters=[
             *FILTER_PARAMETERS,
-            OpenApiParameter("limit", int, description="Page size (1-500, default 50)"),
-            OpenApiParameter("cursor", str, description="`next_cursor` of the previous page"),
+            PageQuerySerializer,
             OpenApiParameter("order", str, enum=["desc", "asc"], description="By created_at"),
         ],
         responses=s.MemoryPageOutputSerializer,
@@ -133,26 +126,11 @@ class MemoryListView(APIView):
         memories = _filtered(request, params)
         if not params.get("status"):
             memories = memories.active()
-        count = memories.count()
-        descending = params["order"] == "desc"
-        if params.get("cursor"):
-            created_at, memory_id = _cursor_decode(params["cursor"])
-            if descending:
-                after = Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=memory_id)
-            else:
-                after = Q(created_at__gt=created_at) | Q(created_at=created_at, pk__gt=memory_id)
-            memories = memories.filter(after)
-        ordering = ("-created_at", "-pk") if descending else ("created_at", "pk")
-        limit = params["limit"]
-        page = list(memories.with_external_ids().order_by(*ordering)[: limit + 1])
-        next_cursor = _cursor_encode(page[limit - 1]) if len(page) > limit else None
-        return Response(
-            {
-                "count": count,
-                "next_cursor": next_cursor,
-                "results": s.MemoryOutputSerializer(page[:limit], many=True).data,
-            }
+        ordering = NEWEST if params["order"] == "desc" else NEWEST.reversed()
+        page = page_get(
+            memories, request=request, ordering=ordering, load=MemoryQuerySet.with_external_ids
         )
+        return Response(page.data(s.MemoryOutputSerializer))
 
     @extend_schema(
         request=s.MemoryInputSerializer,
@@ -278,14 +256,17 @@ class MemoryDetailView(APIView):
 
 @extend_schema(tags=["memories"])
 class MemoryRevisionListView(APIView):
-    @extend_schema(responses=s.MemoryRevisionListOutputSerializer)
+    @extend_schema(
+        parameters=[HistoryPageQuerySerializer], responses=s.MemoryRevisionPageOutputSerializer
+    )
     def get(self, request: Request, memory_id: str) -> Response:
         """Every recorded change of a memory, newest first (also after it was deleted)."""
         revisions = MemoryRevision.objects.filter(
             project=project_of(request), memory_public_id=parse_uuid(memory_id)
-        ).order_by("-created_at", "-pk")
-        if not revisions:
-            from django.http import Http404
-
+        )
+        page = page_get(
+            revisions, request=request, ordering=REVISIONS_NEWEST, query=HistoryPageQuerySerializer
+        )
+        if not page.count:
             raise Http404("No such memory.")
-        return Response({"results": s.MemoryRevisionOutputSerializer(revisions, many=True).data})
+        return Response(page.data(s.MemoryRevisionOutputSerializer))

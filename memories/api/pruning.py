@@ -12,9 +12,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.fields import external_id_field
+from memories.api.pagination import (
+    INTEGER,
+    PageQuerySerializer,
+    newest_first,
+    page_get,
+    page_serializer,
+)
 from memories.api.schema import ERROR_REF
 from memories.api.scoping import actor_of, api_key_of, end_user_get, project_of
-from memories.api.serializers import external_id_field
 from memories.models import MaintenanceRun
 from memories.services.pruning import (
     POLICIES,
@@ -24,7 +31,7 @@ from memories.services.pruning import (
     prune_run,
 )
 
-RUNS_LISTED = 50
+NEWEST = newest_first(pk=INTEGER, moment="started_at")
 
 
 class PruneInputSerializer(serializers.Serializer):
@@ -77,8 +84,7 @@ class PruneRunDetailOutputSerializer(PruneRunOutputSerializer):
         return bool(run.details.get("truncated", False))
 
 
-class PruneRunListOutputSerializer(serializers.Serializer):
-    results = PruneRunOutputSerializer(many=True)
+PruneRunPageOutputSerializer = page_serializer(PruneRunOutputSerializer, order="Newest first.")
 
 
 class PruneQueueUnavailableError(exceptions.APIException):
@@ -138,12 +144,16 @@ def _runs(request: Request) -> Any:
 
 @extend_schema(tags=["pruning"])
 class PruneRunListView(APIView):
-    @extend_schema(responses=PruneRunListOutputSerializer, operation_id="v1_prune_runs_list")
+    @extend_schema(
+        parameters=[PageQuerySerializer],
+        responses=PruneRunPageOutputSerializer,
+        operation_id="v1_prune_runs_list",
+    )
     def get(self, request: Request) -> Response:
-        """The project's last 50 pruning runs (dry and real), newest first, without their
-        ids (GET one run for those)."""
-        runs = _runs(request).order_by("-started_at", "-pk")[:RUNS_LISTED]
-        return Response({"results": PruneRunOutputSerializer(runs, many=True).data})
+        """The project's pruning runs (dry and real), newest first, without their ids
+        (GET one run for those)."""
+        page = page_get(_runs(request), request=request, ordering=NEWEST)
+        return Response(page.data(PruneRunOutputSerializer))
 
 
 @extend_schema(tags=["pruning"])

@@ -9,8 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api import serializers as s
+from memories.api import search_serializers as s
 from memories.api.scoping import project_of
+from memories.api.serializers import MEMORY_OUTPUT
 from memories.models import EndUser, Memory, Project, Room
 from memories.services.access import accesses_record
 from memories.services.search import SearchFilters, SearchResult, memory_search
@@ -55,7 +56,7 @@ def search_payload(result: SearchResult, explain: bool) -> dict[str, Any]:
     hits = []
     for hit in result.hits:
         rendered = {
-            "memory": s.MEMORY_OUTPUT.to_representation(hit.memory),
+            "memory": MEMORY_OUTPUT.to_representation(hit.memory),
             "score": float(hit.score),
             "similarity": None if hit.similarity is None else float(hit.similarity),
         }

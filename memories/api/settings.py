@@ -11,6 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import settings_serializers as s
+from memories.api.pagination import (
+    INTEGER,
+    HistoryPageQuerySerializer,
+    newest_first,
+    page_get,
+)
 from memories.api.scoping import actor_of, project_of
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import Project, SettingsRevision
@@ -18,6 +24,8 @@ from memories.services.configuration import (
     project_settings_get,
     project_settings_update,
 )
+
+NEWEST = newest_first(pk=INTEGER)
 
 
 def _settings_payload(project: Project) -> dict[str, Any]:
@@ -59,10 +67,13 @@ class SettingsView(APIView):
 
 @extend_schema(tags=["settings"])
 class SettingsRevisionListView(APIView):
-    @extend_schema(responses=s.SettingsRevisionListOutputSerializer)
+    @extend_schema(
+        parameters=[HistoryPageQuerySerializer], responses=s.SettingsRevisionPageOutputSerializer
+    )
     def get(self, request: Request) -> Response:
-        """Every change of the project's settings, newest first (the latest 500)."""
-        revisions = SettingsRevision.objects.filter(
-            project=project_of(request), room__isnull=True
-        ).order_by("-created_at", "-pk")[:500]
-        return Response({"results": s.SettingsRevisionOutputSerializer(revisions, many=True).data})
+        """Every change of the project's settings, newest first."""
+        revisions = SettingsRevision.objects.filter(project=project_of(request), room__isnull=True)
+        page = page_get(
+            revisions, request=request, ordering=NEWEST, query=HistoryPageQuerySerializer
+        )
+        return Response(page.data(s.SettingsRevisionOutputSerializer))

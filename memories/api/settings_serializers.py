@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from memories.api.pagination import page_serializer
 from memories.config import settings_schema
 from memories.models import SettingsRevision
 
@@ -68,5 +69,6 @@ class SettingsRevisionOutputSerializer(serializers.ModelSerializer):
         fields = ["actor_type", "actor", "before", "after", "created_at"]
 
 
-class SettingsRevisionListOutputSerializer(serializers.Serializer):
-    results = SettingsRevisionOutputSerializer(many=True)
+SettingsRevisionPageOutputSerializer = page_serializer(
+    SettingsRevisionOutputSerializer, order="Newest first."
+)

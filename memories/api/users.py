@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.db import transaction
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api import serializers as s
+from memories.api import user_serializers as s
+from memories.api.pagination import TEXT, Key, Ordering, PageQuerySerializer, page_get
 from memories.api.scoping import (
     actor_of,
     end_user_get,
@@ -18,9 +21,10 @@ from memories.api.scoping import (
     project_of,
     room_get,
 )
+from memories.api.serializers import DeletedOutputSerializer
 from memories.api.validators import id_validate
 from memories.config import SettingsError
-from memories.models import EndUser, Room
+from memories.models import EndUser, EndUserQuerySet, Room, RoomQuerySet
 from memories.services.configuration import room_settings_update
 from memories.services.users import (
     end_user_delete,
@@ -31,10 +35,22 @@ from memories.services.users import (
     room_update,
 )
 
+# an external id is unique in its project: a total order by itself
+BY_EXTERNAL_ID = Ordering(keys=(Key("external_id", TEXT),))
+Rows = TypeVar("Rows", EndUserQuerySet, RoomQuerySet)
 
-class Pagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 500
+
+def _by_external_id(request: Request, rows: Rows) -> Rows:
+    """Only the row with the `external_id` query parameter, if one is given."""
+    external_id = request.query_params.get("external_id")
+    if not external_id:
+        return rows
+    id_validate(external_id, "external_id")
+    return rows.by_external_id(external_id)
+
+
+def _with_agent(rooms: QuerySet[Room]) -> QuerySet[Room]:
+    return rooms.select_related("agent")
 
 
 @extend_schema(tags=["users"])
@@ -43,17 +59,17 @@ class EndUserListView(APIView):
         operation_id="v1_users_list",
         responses=s.EndUserPageOutputSerializer,
         parameters=[
-            OpenApiParameter("external_id", str, description="Only the user with this external id.")
+            OpenApiParameter(
+                "external_id", str, description="Only the user with this external id."
+            ),
+            PageQuerySerializer,
         ],
     )
     def get(self, request: Request) -> Response:
-        users = EndUser.objects.for_project(project_of(request)).order_by("external_id")
-        if request.query_params.get("external_id"):
-            id_validate(request.query_params["external_id"], "external_id")
-            users = users.by_external_id(request.query_params["external_id"])
-        paginator = Pagination()
-        page = paginator.paginate_queryset(users, request, view=self)
-        return paginator.get_paginated_response(s.EndUserOutputSerializer(page, many=True).data)
+        """The project's users by external id, with the total count and a cursor."""
+        users = _by_external_id(request, EndUser.objects.for_project(project_of(request)))
+        page = page_get(users, request=request, ordering=BY_EXTERNAL_ID)
+        return Response(page.data(s.EndUserOutputSerializer))
 
     @extend_schema(
         request=s.EndUserInputSerializer,
@@ -85,7 +101,7 @@ class EndUserDetailView(APIView):
         user = end_user_update(end_user=user, changes=data.validated_data)
         return Response(s.EndUserOutputSerializer(user).data)
 
-    @extend_schema(responses={200: s.DeletedOutputSerializer})
+    @extend_schema(responses={200: DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
         """Delete the user and all its memories (each deletion is recorded)."""
         user = end_user_get(request, external_id)
@@ -99,17 +115,17 @@ class RoomListView(APIView):
         operation_id="v1_rooms_list",
         responses=s.RoomPageOutputSerializer,
         parameters=[
-            OpenApiParameter("external_id", str, description="Only the room with this external id.")
+            OpenApiParameter(
+                "external_id", str, description="Only the room with this external id."
+            ),
+            PageQuerySerializer,
         ],
     )
     def get(self, request: Request) -> Response:
-        rooms = Room.objects.for_project(project_of(request)).select_related("agent")
-        if request.query_params.get("external_id"):
-            id_validate(request.query_params["external_id"], "external_id")
-            rooms = rooms.by_external_id(request.query_params["external_id"])
-        paginator = Pagination()
-        page = paginator.paginate_queryset(rooms.order_by("external_id"), request, view=self)
-        return paginator.get_paginated_response(s.RoomOutputSerializer(page, many=True).data)
+        """The project's rooms by external id, with the total count and a cursor."""
+        rooms = _by_external_id(request, Room.objects.for_project(project_of(request)))
+        page = page_get(rooms, request=request, ordering=BY_EXTERNAL_ID, load=_with_agent)
+        return Response(page.data(s.RoomOutputSerializer))
 
     @extend_schema(
         request=s.RoomInputSerializer,
@@ -152,7 +168,7 @@ class RoomDetailView(APIView):
             room = room_update(room=room, changes=changes)
         return Response(s.RoomOutputSerializer(room).data)
 
-    @extend_schema(responses={200: s.DeletedOutputSerializer})
+    @extend_schema(responses={200: DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
         """Delete the room and all its memories (each deletion is recorded)."""
         room = room_get(request, external_id)

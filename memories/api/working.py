@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memories.api.fields import ContentField, JSONObjectField
 from memories.api.scoping import parse_uuid, project_of, room_get
-from memories.api.serializers import ContentField, JSONObjectField
 from memories.models import Room
 from memories.services.users import room_get_or_create
 from memories.services.working import (

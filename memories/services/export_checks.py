@@ -68,13 +68,14 @@ def _content(value: Any) -> str:
     return text
 
 
-def _has_null_character(value: Any) -> bool:
+def has_null_character(value: Any) -> bool:
+    """Whether a JSON value holds a NUL character anywhere (PostgreSQL's jsonb refuses it)."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
-        return any(_has_null_character(k) or _has_null_character(v) for k, v in value.items())
+        return any(has_null_character(k) or has_null_character(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_null_character(item) for item in value)
+        return any(has_null_character(item) for item in value)
     return False
 
 
@@ -84,7 +85,7 @@ def _json_object(value: Any) -> dict[str, Any]:
     max_bytes = _limit("MAX_METADATA_BYTES")
     if len(json.dumps(value)) > max_bytes:
         raise _Bad(f"Must be at most {max_bytes} bytes of JSON.")
-    if _has_null_character(value):  # PostgreSQL's jsonb refuses \u0000
+    if has_null_character(value):  # PostgreSQL's jsonb refuses \u0000
         raise _Bad("Null characters are not allowed.")
     return value
 

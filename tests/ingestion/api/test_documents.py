@@ -9,6 +9,7 @@ import hashlib
 import io
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from ingestion.models import Document, DocumentContent
@@ -34,8 +35,11 @@ def test_a_file_upload_is_stored_and_queued(owner):
     body = response.json()
     assert body["status"] == "queued" and body["duplicate"] is False
     assert (body["source"], body["title"], body["user"], body["scope"]) == (
-        "guide.md", "Install guide", None, "project",
-    )  # fmt: skip
+        "guide.md",
+        "Install guide",
+        None,
+        "project",
+    )
     assert (body["mime_type"], body["size"]) == ("text/markdown", len(data))
     assert body["sha256"] == hashlib.sha256(data).hexdigest()
     assert (body["chunker"], body["chunker_settings"]["window_size"]) == ("token_window", 512)
@@ -82,17 +86,17 @@ def test_new_bytes_under_a_known_source_are_a_new_version(owner):
         ({"file": ("empty.md", b"")}, "file"),
         ({"file": ("blank.md", b"  \n\n ")}, "file"),
         ({"file": ("a.md", b"# A"), "chunker": "sentences"}, "chunker"),
-        ({"file": ("a.md", b"# A"), "chunker_settings": '{"window_size": 8, "x": 1}'},
-         "chunker_settings"),
+        (
+            {"file": ("a.md", b"# A"), "chunker_settings": '{"window_size": 8, "x": 1}'},
+            "chunker_settings",
+        ),
         ({"file": ("a.md", b"# A"), "chunker_settings": "{not json"}, "chunker_settings"),
         ({"file": ("a.md", b"# A"), "metadata": "[1, 2]"}, "metadata"),
         ({"file": ("a.md", b"# A"), "user": "a/b"}, "user"),
         ({"title": "no file"}, "file"),
     ],
-)  # fmt: skip
+)
 def test_bad_uploads_are_refused_with_the_field_named(owner, request_fields, field):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
     data = dict(request_fields)
     if "file" in data:
         name, content = data["file"]

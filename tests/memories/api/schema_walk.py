@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from django.apps import apps
 from django.db import models
 
+from ingestion.services.pipeline import document_ingest
 from memories.models import Project
 
 SCHEMA_URL = "/api/schema/?format=json"
@@ -267,8 +268,6 @@ def prune_run_make(tenant: Any, world: World) -> list[str]:
 
 def document_make(tenant: Any, world: World) -> list[str]:
     """A small text uploaded as JSON and ingested here and now, so it has chunks."""
-    from ingestion.services.pipeline import document_ingest
-
     body = {"text": f"# {world.tag}\n\nThe walk was here.", "source": f"{world.tag}.md"}
     document = _created(tenant.client.post("/api/v1/documents/", body, format="json"), 202)
     for _ in range(100):

@@ -8,7 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Room
-from memories.providers import kept, projects
+from memories.providers import kept
+from memories.services import projects
 from memories.services.projects import api_key_revoke
 
 USERS = "/api/v1/users/"

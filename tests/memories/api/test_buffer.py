@@ -55,13 +55,19 @@ def test_the_window_follows_the_rooms_max_size(owner):
 def test_the_newest_summary_comes_with_the_window(owner):
     append(owner, "hello")
     older = Memory.objects.create(
-        project=owner.project, room_id=Memory.objects.get(content="hello").room_id,
-        kind="summary", content="older summary", content_hash="x",
-    )  # fmt: skip
+        project=owner.project,
+        room_id=Memory.objects.get(content="hello").room_id,
+        kind="summary",
+        content="older summary",
+        content_hash="x",
+    )
     Memory.objects.create(
-        project=owner.project, room_id=older.room_id, kind="summary",
-        content="newest summary", content_hash="y",
-    )  # fmt: skip
+        project=owner.project,
+        room_id=older.room_id,
+        kind="summary",
+        content="newest summary",
+        content_hash="y",
+    )
     assert owner.client.get(BUFFER).json()["summary"]["content"] == "newest summary"
 
 
@@ -126,9 +132,10 @@ def test_filter_metadata_keeps_only_matching_messages(owner):
     append(owner, *TURNS[3:], start=10, metadata={"channel": "sms"})
     embed_pending()
     body = owner.client.post(
-        SEARCH, {"query": "bread", "filter_metadata": {"channel": "web"}, "limit": 10},
+        SEARCH,
+        {"query": "bread", "filter_metadata": {"channel": "web"}, "limit": 10},
         format="json",
-    ).json()  # fmt: skip
+    ).json()
     assert {hit["memory"]["content"] for hit in body["results"]} == set(TURNS[:3])
 
 

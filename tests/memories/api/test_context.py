@@ -1,53 +1,25 @@
 """POST /api/v1/context/: sections, ranking, de-duplication, budget, degraded answers,
 accounting and access rules, against the real stack (the real model where meaning
-matters)."""
+matters). The retrieved section's own tests: test_context_retrieval.py."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import timedelta
-
 import numpy as np
 import pytest
-from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories.api.context import ContextOutputSerializer
-from memories.models import Memory
+from memories.models import EndUser, Memory
 from memories.providers.embeddings import get_provider
 from memories.providers.tokens import token_count
 from memories.services import context as context_service
 from memories.services.access import accesses_flush
+from memories.services.context import history as history_part
+from memories.services.revisions import Actor
+from memories.services.synopsis import synopsis_part_edit
 from tests.conftest import embed_pending
-
-URL = "/api/v1/context/"
-START = timezone.now() - timedelta(days=30)
-
-
-def write(tenant, *items):
-    body = {"memories": [{"user": "maria", **item} for item in items]}
-    response = tenant.client.post("/api/v1/memories/batch/", body, format="json")
-    assert response.status_code == 201, response.json()
-    return [r["memory"]["id"] for r in response.json()["results"]]
-
-
-def turns(tenant, texts, room="chat", start=0):
-    return write(tenant, *[
-        {"room": room, "role": "user" if i % 2 == 0 else "assistant", "content": text,
-         "created_at": (START + timedelta(hours=start + i)).isoformat()}
-        for i, text in enumerate(texts)
-    ])  # fmt: skip
-
-
-def context(tenant, **body):
-    response = tenant.client.post(URL, {"user": "maria", **body}, format="json")
-    assert response.status_code == 200, response.json()
-    return response.json()
-
-
-def section(body, name):
-    return next(s for s in body["sections"] if s["name"] == name)
+from tests.memories.api.context_calls import URL, context, section, turns, write
 
 
 def test_a_context_holds_each_section_and_is_counted_exactly(owner):
@@ -86,8 +58,11 @@ def test_the_response_is_what_its_documented_serializer_renders(owner):
 
 
 def test_facts_rank_by_similarity_and_confidence_as_computed_by_hand(owner):
-    texts = {"User is allergic to peanuts.": 0.3, "User works at Acme Corp.": 0.95,
-             "User likes hiking in the mountains.": 0.6}  # fmt: skip
+    texts = {
+        "User is allergic to peanuts.": 0.3,
+        "User works at Acme Corp.": 0.95,
+        "User likes hiking in the mountains.": 0.6,
+    }
     write(owner, *[{"kind": "fact", "content": t, "confidence": c} for t, c in texts.items()])
     embed_pending()
     query = "Can she eat peanut butter?"
@@ -169,98 +144,7 @@ def test_the_full_history_and_the_savings(owner):
     )
 
 
-def test_retrieval_asks_for_what_fits_and_fills_the_budget_as_the_most_would(owner, monkeypatch):
-    from memories.services.context import retrieved as sources
-
-    words = [
-        "garden",
-        "tomato",
-        "basil",
-        "soil",
-        "compost",
-        "seedling",
-        "harvest",
-        "trellis",
-        "watering",
-        "mulch",
-    ]
-    texts = [
-        f"Turn {i}: the {words[i % 10]} " + " ".join(words[: 1 + i % 7]) * (1 + i % 4)
-        for i in range(240)
-    ]
-    turns(owner, texts, room=None)
-    embed_pending()
-    asked: list[int] = []
-    search = sources.memory_search
-    monkeypatch.setattr(
-        sources, "memory_search", lambda **kw: asked.append(kw["k"]) or search(**kw)
-    )
-    sources._result_tokens.clear()
-    first = context(owner, query="garden tomato harvest", max_tokens=1500)
-    adaptive = context(owner, query="garden tomato harvest", max_tokens=1500)
-    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: sources.RETRIEVED_K_MAX)
-    most = context(owner, query="garden tomato harvest", max_tokens=1500)
-    # the second context knows how long this user's lines are: it asks for fewer
-    assert asked[-2] < asked[0] <= sources.RETRIEVED_K_MAX
-    for body in (first, adaptive):
-        assert body["total_tokens"] >= 0.97 * most["total_tokens"]
-        assert len(section(body, "retrieved")["items"]) >= 0.9 * len(
-            section(most, "retrieved")["items"]
-        )
-
-
-def test_results_too_short_for_the_room_read_on_in_the_same_ranking(owner, monkeypatch):
-    from memories.services.context import retrieved as sources
-
-    turns(owner, [f"Turn {i}: we watered the tomato seedlings in the garden" for i in range(150)])
-    embed_pending()
-    asked: list[int] = []
-    search = sources.memory_search
-    monkeypatch.setattr(
-        sources, "memory_search", lambda **kw: asked.append(kw["k"]) or search(**kw)
-    )
-    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: 20)  # a guess far too low
-    short = context(owner, query="tomato seedlings garden", max_tokens=1500)
-    monkeypatch.setattr(sources, "retrieved_k", lambda **kw: sources.RETRIEVED_K_MAX)
-    most = context(owner, query="tomato seedlings garden", max_tokens=1500)
-    # one search; the 20 hits' lines left room, so the next of its ranking were loaded
-    assert asked == [20, sources.RETRIEVED_K_MAX]
-    assert "retrieval.more" in short["timings_ms"]
-    assert len(section(short, "retrieved")["items"]) > 20
-    assert short["total_tokens"] >= 0.97 * most["total_tokens"]
-
-
-def test_the_projects_documents_are_retrieved_with_their_citation_and_nobody_elses(owner):
-    def knowledge(text, user=None, **cited):
-        item = {
-            "kind": "knowledge",
-            "content": text,
-            "content_json": {
-                "document": {"id": str(uuid.uuid4()), "title": "Router manual"},
-                **cited,
-            },
-        }
-        response = owner.client.post("/api/v1/memories/", {**item, "user": user}, format="json")
-        assert response.status_code == 201, response.json()
-
-    turns(owner, ["I bought a new router last week.", "Nice, which one?"])
-    knowledge("To reset the router hold the red button for ten seconds.", page=4,
-              page_end=4, heading=["Troubleshooting", "Reset"])  # fmt: skip
-    knowledge("The router's reset pin code for Joao is 4711.", user="joao", page=9)
-    embed_pending()
-    body = context(owner, query="how do I reset my router?", max_tokens=800)
-    retrieved = section(body, "retrieved")["items"]
-    cited = [i for i in retrieved if i["kind"] == "knowledge"]
-    assert [i["text"] for i in cited] == [
-        "[Router manual, p. 4, Troubleshooting > Reset]: To reset the router hold the red "
-        "button for ten seconds."
-    ]
-    assert "4711" not in body["prompt"]  # another user's document
-
-
 def test_a_deleted_turn_leaves_the_full_history_at_the_next_recount(owner, monkeypatch):
-    from memories.services.context import history
-
     turns(owner, ["first turn here", "second turn there"])
     body = context(owner, room="chat", query="turn", max_tokens=300)
     assert body["full_history_tokens"] == token_count("first turn here") + token_count(
@@ -272,7 +156,7 @@ def test_a_deleted_turn_leaves_the_full_history_at_the_next_recount(owner, monke
         context(owner, room="chat", query="turn", max_tokens=300)["full_history_tokens"]
         == (body["full_history_tokens"])
     )
-    monkeypatch.setattr(history, "RECOUNT_SECONDS", 0)
+    monkeypatch.setattr(history_part, "RECOUNT_SECONDS", 0)
     again = context(owner, room="chat", query="turn", max_tokens=300)
     assert again["full_history_tokens"] == token_count("second turn there")
 
@@ -292,10 +176,17 @@ def test_the_budget_holds_through_the_api(owner, max_tokens, lengths, history):
         for i, n in enumerate(lengths)
     ]
     owner.client.post("/api/v1/memories/batch/", {"memories": items}, format="json")
-    body = owner.client.post(URL, {
-        "user": user, "room": user, "query": "word message", "max_tokens": max_tokens,
-        "budgets": {"history": history, "retrieved": 1 - history},
-    }, format="json").json()  # fmt: skip
+    body = owner.client.post(
+        URL,
+        {
+            "user": user,
+            "room": user,
+            "query": "word message",
+            "max_tokens": max_tokens,
+            "budgets": {"history": history, "retrieved": 1 - history},
+        },
+        format="json",
+    ).json()
     assert body["total_tokens"] == token_count(body["prompt"]) <= max_tokens
 
 
@@ -340,16 +231,14 @@ def test_another_projects_user_or_room_is_404(owner, outsider):
 
 @pytest.mark.django_db(transaction=True)  # the synopsis cache is written after commit
 def test_the_synopsis_leads_the_context(owner):
-    from memories.models import EndUser
-    from memories.services.revisions import Actor
-    from memories.services.synopsis import synopsis_part_edit
-
     turns(owner, ["I adopted a cat named Miso.", "Lovely!"])
     maria = EndUser.objects.get(project=owner.project, external_id="maria")
     synopsis_part_edit(
-        end_user=maria, part="identity", text="Maria, a jazz pianist from Porto.",
+        end_user=maria,
+        part="identity",
+        text="Maria, a jazz pianist from Porto.",
         actor=Actor.operator("ops"),
-    )  # fmt: skip
+    )
     body = context(owner, room="chat", query="what instrument does she play?", max_tokens=400)
     [item] = section(body, "synopsis")["items"]
     assert item["text"] == "Maria, a jazz pianist from Porto."
@@ -369,43 +258,3 @@ def test_a_fact_less_relevant_than_the_memories_it_would_displace_stays_out(owne
     assert [i["text"] for i in facts["items"]] == ["- User has a cat named Miso."]
     [(dropped)] = [d for d in facts["dropped"] if "accountant" in d["text"]]
     assert "less similar to the query" in dropped["why"]
-
-
-def test_retrieved_memories_load_only_the_fields_they_are_rendered_from(owner, monkeypatch):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from memories.services.context import retrieved as sources
-
-    write(owner, *[
-        {"room": "chat", "role": role, "content": text, "metadata": {"name": name},
-         "created_at": (START + timedelta(hours=i)).isoformat()}
-        for i, (role, name, text) in enumerate([
-            ("user", "Maria", "My bike has a flat tyre again."),
-            ("assistant", "Coach", "Patch kits fix a flat tyre in ten minutes."),
-        ])
-    ], {"kind": "knowledge", "content": "A tyre lever lifts the tyre off the rim.",
-        "content_json": {"document": {"id": str(uuid.uuid4()), "title": "Bike book"}, "page": 2}},
-    )  # fmt: skip
-    owner.client.post("/api/v1/memories/", {
-        "kind": "knowledge", "content": "Pump a road tyre to 6 bar.", "user": None,
-        "content_json": {"document": {"id": str(uuid.uuid4()), "title": "Pumps"}, "page": 7},
-    }, format="json")  # fmt: skip
-    embed_pending()
-
-    def counted():
-        with CaptureQueriesContext(connection) as queries:
-            body = context(owner, query="how do I fix a flat tyre?", max_tokens=800)
-        return body, len(queries.captured_queries)
-
-    counted()  # the first context of a user counts its history and keeps the count
-    lean, lean_queries = counted()
-    monkeypatch.setattr(sources, "TURN_FIELDS", None)  # every field loaded
-    whole, whole_queries = counted()
-    # a field read but not loaded would cost a query per memory, and the text is the same
-    assert lean_queries == whole_queries
-    assert lean["prompt"] == whole["prompt"]
-    texts = [i["text"] for i in section(lean, "retrieved")["items"]]
-    assert "[Bike book, p. 2]: A tyre lever lifts the tyre off the rim." in texts
-    assert "[Pumps, p. 7]: Pump a road tyre to 6 bar." in texts
-    assert "Coach (assistant): Patch kits fix a flat tyre in ten minutes." in texts

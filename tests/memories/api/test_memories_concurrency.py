@@ -1,13 +1,19 @@
 """Memories: concurrent identical writes and retries write once."""
 
+import threading
 import uuid
 
 import pytest
+from django.db import connection, transaction
 
+from memories.api import memories as views
 from memories.models import (
     Memory,
     MemoryRevision,
 )
+from memories.services.memories import MemoryInput, memory_create_batch
+from memories.services.revisions import Actor
+from tests.conftest import wait_until
 from tests.memories.api.memory_calls import MEMORIES
 
 # --- concurrent writers ------------------------------------------------------------------
@@ -18,14 +24,6 @@ from tests.memories.api.memory_calls import MEMORIES
 def test_a_concurrent_identical_write_returns_the_stored_memory(owner, conflict):
     """A writer that inserts while another's identical insert is uncommitted waits for it,
     then returns that memory instead of failing or storing a second copy."""
-    import threading
-
-    from django.db import connection, transaction
-
-    from memories.services.memories import MemoryInput, memory_create_batch
-    from memories.services.revisions import Actor
-    from tests.conftest import wait_until
-
     memory_id = uuid.uuid4()
     body = {"user": "alice", "content": "Likes tea", "unique": True}
     if conflict == "id":
@@ -66,13 +64,6 @@ def test_a_concurrent_identical_write_returns_the_stored_memory(owner, conflict)
 def test_a_retry_while_the_first_request_still_runs_writes_once(owner, monkeypatch):
     """A client that times out and retries with the same Idempotency-Key while its first
     request is still being processed must not store the memory twice."""
-    import threading
-
-    from django.db import connection
-
-    from memories.api import memories as views
-    from tests.conftest import wait_until
-
     first_is_writing, finish_first = threading.Event(), threading.Event()
     write = views.memory_create_batch
 

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
 from django.test import Client, override_settings
@@ -49,14 +50,24 @@ def call(method: str, url: str, body: Any = None, *, key: str = "", cookie: str 
     parts = urlsplit(url)
     data = json.dumps(body).encode() if body is not None else b""
     environ = {
-        "REQUEST_METHOD": method, "PATH_INFO": parts.path, "QUERY_STRING": parts.query,
-        "SCRIPT_NAME": "", "SERVER_NAME": "testserver", "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1",
-        "wsgi.version": (1, 0), "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(data),
-        "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": True,
-        "wsgi.run_once": False, "CONTENT_LENGTH": str(len(data)),
+        "REQUEST_METHOD": method,
+        "PATH_INFO": parts.path,
+        "QUERY_STRING": parts.query,
+        "SCRIPT_NAME": "",
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(data),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "CONTENT_LENGTH": str(len(data)),
         "CONTENT_TYPE": "application/json" if data else "",
-    }  # fmt: skip
+    }
     if key:
         environ["HTTP_AUTHORIZATION"] = f"Bearer {key}"
     if cookie:
@@ -161,15 +172,14 @@ def test_database_down_every_api_endpoint_answers_json_503_then_recovers(world):
 
     # back: the same process answers again, nobody restarted anything
     assert call("GET", "/api/v1/memories/?user=alice", key=world.raw_key).status == 200
-    written = call("POST", "/api/v1/memories/", {"user": "alice", "content": "after"},
-                   key=world.raw_key)  # fmt: skip
+    written = call(
+        "POST", "/api/v1/memories/", {"user": "alice", "content": "after"}, key=world.raw_key
+    )
     assert written.status == 201, written.body
     assert Memory.objects.filter(content="written in the outage").count() == 0
 
 
 def test_database_down_the_console_and_admin_answer_a_readable_503_page(world):
-    from django.contrib.auth import get_user_model
-
     operator = get_user_model().objects.create_superuser("op", "op@example.com", "pw-12345678")
     client = Client()
     client.force_login(operator)

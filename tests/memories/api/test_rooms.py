@@ -3,6 +3,7 @@
 import pytest
 
 from memories.models import Agent, Memory, MemoryRevision, Room
+from memories.services.working import working_list
 
 ROOMS = "/api/v1/rooms/"
 
@@ -33,14 +34,17 @@ def test_a_memory_write_creates_its_room(owner):
     assert owner.client.get(f"{ROOMS}chat-9/").status_code == 200
 
 
-def test_list_paginates_and_filters(owner):
+def test_list_pages_by_cursor_and_filters(owner):
     for name in ["r3", "r1", "r2"]:
         owner.client.post(ROOMS, {"external_id": name})
     first = owner.client.get(ROOMS, {"limit": 2}).json()
+    assert set(first) == {"count", "next_cursor", "results"}  # no offset, next, previous
     assert first["count"] == 3
     assert [r["external_id"] for r in first["results"]] == ["r1", "r2"]
-    rest = owner.client.get(first["next"]).json()
+    rest = owner.client.get(ROOMS, {"limit": 2, "cursor": first["next_cursor"]}).json()
+    assert rest["count"] == 3
     assert [r["external_id"] for r in rest["results"]] == ["r3"]
+    assert rest["next_cursor"] is None
     only = owner.client.get(ROOMS, {"external_id": "r2"}).json()
     assert [r["external_id"] for r in only["results"]] == ["r2"]
 
@@ -120,8 +124,6 @@ class TestAcrossTenants:
 
 
 def test_delete_clears_the_rooms_working_memory(owner, django_capture_on_commit_callbacks):
-    from memories.services.working import working_list
-
     owner.client.post("/api/v1/rooms/r1/working/", {"content": "scratch"}, format="json")
     room = Room.objects.get(project=owner.project, external_id="r1")
     assert len(working_list(room=room).items) == 1

@@ -17,13 +17,17 @@ def write(tenant, **fields):
 
 def test_a_relationship_and_a_goal_are_stored_normalized(owner):
     relationship = write(
-        owner, kind="relationship", content="Maria's sister is Ana",
+        owner,
+        kind="relationship",
+        content="Maria's sister is Ana",
         content_json={"subject": " Maria ", "predicate": "sister", "object": "Ana"},
-    )  # fmt: skip
+    )
     assert relationship.status_code == 201, relationship.json()
     assert relationship.memory["content_json"] == {
-        "subject": "Maria", "predicate": "sister", "object": "Ana"
-    }  # fmt: skip
+        "subject": "Maria",
+        "predicate": "sister",
+        "object": "Ana",
+    }
     goal = write(owner, kind="goal", content="Run a marathon", content_json={"due": "2027-04-01"})
     assert goal.memory["content_json"] == {"status": "open", "due": "2027-04-01"}
 
@@ -71,9 +75,11 @@ def test_list_filters_on_the_structured_fields(owner, outsider):
     )
     write(owner, kind="fact", content="Maria likes jazz", content_json={"category": "preference"})
     write(
-        owner, kind="relationship", content="Maria's sister is Ana",
+        owner,
+        kind="relationship",
+        content="Maria's sister is Ana",
         content_json={"subject": "Maria", "predicate": "sister", "object": "Ana"},
-    )  # fmt: skip
+    )
     write(outsider, kind="goal", content="Someone else's goal", content_json={"status": "done"})
 
     def contents(**params):

@@ -53,7 +53,7 @@ def maria(owner, redis_client):
                 user="maria",
                 content_json={"category": "preference"},
             ),
-        ],  # fmt: skip
+        ],
         actor=Actor.system("test"),
     )
     user = EndUser.objects.get(project=owner.project, external_id="maria")
@@ -152,9 +152,10 @@ def test_patch_of_both_parts_is_all_or_nothing(owner, maria):
     assert Synopsis.objects.get(end_user=maria).identity_text == "Maria likes jazz."
     assert not SynopsisRevision.objects.exists()
     response = owner.client.patch(
-        SYNOPSIS, {"identity": {"locked": True}, "context": {"text": "Moving.", "locked": False}},
+        SYNOPSIS,
+        {"identity": {"locked": True}, "context": {"text": "Moving.", "locked": False}},
         format="json",
-    )  # fmt: skip
+    )
     body = response.json()
     assert body["identity"]["locked"] and body["identity"]["text"] == "Maria likes jazz."
     assert (body["context"]["text"], body["context"]["locked"]) == ("Moving.", False)
@@ -203,18 +204,22 @@ def test_refresh_without_redis_is_a_503(owner, maria):
 
 def test_a_read_key_can_read_but_not_write(owner, maria):
     assert owner.read_client.get(SYNOPSIS).status_code == 200
-    assert owner.read_client.patch(
-        SYNOPSIS, {"identity": {"text": "x"}}, format="json"
-    ).status_code == 403  # fmt: skip
+    assert (
+        owner.read_client.patch(SYNOPSIS, {"identity": {"text": "x"}}, format="json").status_code
+        == 403
+    )
     assert owner.read_client.post(REFRESH).status_code == 403
     assert Synopsis.objects.get(end_user=maria).identity_text == "Maria likes jazz."
 
 
 def test_another_projects_user_is_a_404(owner, outsider, maria, redis_client):
     assert outsider.client.get(SYNOPSIS).status_code == 404
-    assert outsider.client.patch(
-        SYNOPSIS, {"identity": {"text": "Hijacked."}}, format="json"
-    ).status_code == 404  # fmt: skip
+    assert (
+        outsider.client.patch(
+            SYNOPSIS, {"identity": {"text": "Hijacked."}}, format="json"
+        ).status_code
+        == 404
+    )
     assert outsider.client.post(REFRESH).status_code == 404
     assert owner.client.get("/api/v1/users/nobody/synopsis/").status_code == 404
     assert Synopsis.objects.get(end_user=maria).identity_text == "Maria likes jazz."
@@ -226,9 +231,14 @@ def test_responses_match_the_document(owner, maria):
     path = "/api/v1/users/{external_id}/synopsis/"
     assert schema["paths"][path]["get"]["tags"] == ["synopsis"]
     _check(schema, path, "get", owner.client.get(SYNOPSIS))
-    _check(schema, path, "patch", owner.client.patch(
-        SYNOPSIS, {"context": {"text": "Moving.", "locked": True}}, format="json"
-    ))  # fmt: skip
+    _check(
+        schema,
+        path,
+        "patch",
+        owner.client.patch(
+            SYNOPSIS, {"context": {"text": "Moving.", "locked": True}}, format="json"
+        ),
+    )
     _check(schema, f"{path}refresh/", "post", owner.client.post(REFRESH))
     owner.client.patch(SYNOPSIS, {"identity": {"locked": True}}, format="json")
     _check(schema, f"{path}refresh/", "post", owner.client.post(REFRESH))  # 409

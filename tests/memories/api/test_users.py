@@ -37,17 +37,20 @@ def test_external_id_with_odd_characters_round_trips(owner):
     assert response.json()["external_id"] == external_id
 
 
-def test_list_paginates_and_filters(owner):
+def test_list_pages_by_cursor_and_filters(owner):
     for name in ["carol", "alice", "bob", "dave", "erin"]:
         owner.client.post(USERS, {"external_id": name})
     first = owner.client.get(USERS, {"limit": 2}).json()
+    assert set(first) == {"count", "next_cursor", "results"}  # no offset, next, previous
     assert first["count"] == 5
     assert [u["external_id"] for u in first["results"]] == ["alice", "bob"]
-    second = owner.client.get(first["next"]).json()
+    second = owner.client.get(USERS, {"limit": 2, "cursor": first["next_cursor"]}).json()
+    assert second["count"] == 5
     assert [u["external_id"] for u in second["results"]] == ["carol", "dave"]
-    third = owner.client.get(second["next"]).json()
+    third = owner.client.get(USERS, {"limit": 2, "cursor": second["next_cursor"]}).json()
+    assert third["count"] == 5
     assert [u["external_id"] for u in third["results"]] == ["erin"]
-    assert third["next"] is None
+    assert third["next_cursor"] is None
 
     only = owner.client.get(USERS, {"external_id": "dave"}).json()
     assert only["count"] == 1

@@ -134,8 +134,11 @@ def test_search_finds_by_meaning_with_the_real_model(owner):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert (body["method"], body["reason"], body["searched"], body["embedded"]) == (
-        "semantic", None, 4, 4,
-    )  # fmt: skip
+        "semantic",
+        None,
+        4,
+        4,
+    )
     assert "Lisbon" in body["results"][0]["item"]["content"]
     assert len(body["results"]) == 2
     assert body["results"][0]["score"] > body["results"][1]["score"]
