@@ -70,7 +70,7 @@ class ApiKeyCreateForm(forms.Form):
 
 
 def _setting_field(name: str, entry: dict[str, Any]) -> forms.Field:
-    """The form field of one setting of the schema (memories/config.py)."""
+    """The form field of one setting of the schema (memories/config/)."""
     common: dict[str, Any] = {
         "label": name,  # as in the API and the docs
         "help_text": entry["description"],

@@ -17,9 +17,17 @@ from synopsis.models import FactExtraction, LlmCall
 @admin.register(LlmCall)
 class LlmCallAdmin(ReadOnlyAdmin, LargeTableAdmin):
     list_display = [
-        "created_at", "project", "purpose", "model", "status", "error_kind", "attempts",
-        "prompt_tokens", "completion_tokens", "duration_ms",
-    ]  # fmt: skip
+        "created_at",
+        "project",
+        "purpose",
+        "model",
+        "status",
+        "error_kind",
+        "attempts",
+        "prompt_tokens",
+        "completion_tokens",
+        "duration_ms",
+    ]
     list_filter = ["project", "status", "error_kind", "purpose", "model", "created_at"]
     search_fields = ["error", "model"]
     list_select_related = ["project"]
@@ -31,8 +39,15 @@ class FactExtractionAdmin(LargeTableAdmin):
     """Read-only; deleting one lets its message be mined again (`manage.py extract_facts`
     or the facts sweep)."""
 
-    list_display = ["created_at", "project", "message_link", "status", "extractor", "facts",
-                    "error"]  # fmt: skip
+    list_display = [
+        "created_at",
+        "project",
+        "message_link",
+        "status",
+        "extractor",
+        "facts",
+        "error",
+    ]
     list_filter = ["project", "status", "extractor", "created_at"]
     search_fields = ["error", "extractor"]
     uuid_search_fields = ("message_id",)

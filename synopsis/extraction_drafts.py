@@ -124,8 +124,13 @@ def due_date(text: str) -> str | None:
     return f"{year:04d}-{month:02d}-{day:02d}"
 
 
-def fact(content: str, category: str, slot: str | None = None, value: str | None = None,
-         confidence: float = CLEAR) -> FactDraft:  # fmt: skip
+def fact(
+    content: str,
+    category: str,
+    slot: str | None = None,
+    value: str | None = None,
+    confidence: float = CLEAR,
+) -> FactDraft:
     """A fact draft, its slot's value normalized."""
     return FactDraft(FACT, content, category, confidence, slot, value and normalize(value))
 
@@ -133,9 +138,16 @@ def fact(content: str, category: str, slot: str | None = None, value: str | None
 def relation(predicate: str, name: str, content: str) -> FactDraft:
     """A relationship draft: User -predicate-> name."""
     return FactDraft(
-        RELATIONSHIP, content, "relationship", CLEAR, None, None,
-        subject="User", predicate=predicate, object=name,
-    )  # fmt: skip
+        RELATIONSHIP,
+        content,
+        "relationship",
+        CLEAR,
+        None,
+        None,
+        subject="User",
+        predicate=predicate,
+        object=name,
+    )
 
 
 def relation_predicate(word: str) -> str:

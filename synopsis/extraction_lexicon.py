@@ -48,10 +48,18 @@ RELATIONS = (
     r"|colleague|coworker|spouse"
 )
 RELATION_NAMES = {
-    "mom": "mother", "mum": "mother", "dad": "father", "grandma": "grandmother",
-    "granny": "grandmother", "grandpa": "grandfather", "kid": "child", "fiancé": "fiance",
-    "fiancée": "fiancee", "coworker": "colleague", "flatmate": "roommate",
-}  # fmt: skip
+    "mom": "mother",
+    "mum": "mother",
+    "dad": "father",
+    "grandma": "grandmother",
+    "granny": "grandmother",
+    "grandpa": "grandfather",
+    "kid": "child",
+    "fiancé": "fiance",
+    "fiancée": "fiancee",
+    "coworker": "colleague",
+    "flatmate": "roommate",
+}
 PETS = (
     r"dog|cat|puppy|kitten|parrot|rabbit|bunny|hamster|horse|bird|turtle|tortoise|snake"
     r"|guinea\s+pig"
@@ -61,8 +69,13 @@ CONDITIONS = (
     r"|migraines|ADHD|arthritis|high\s+blood\s+pressure|hypertension|IBS|crohn's(?:\s+disease)?"
     r"|eczema|psoriasis|a\s+heart\s+condition|anemia|lupus|multiple\s+sclerosis|gout"
 )
-CONDITION_NAMES = {"diabetic": "diabetes", "celiac": "celiac disease", "coeliac": "celiac disease",
-                   "asthmatic": "asthma", "epileptic": "epilepsy"}  # fmt: skip
+CONDITION_NAMES = {
+    "diabetic": "diabetes",
+    "celiac": "celiac disease",
+    "coeliac": "celiac disease",
+    "asthmatic": "asthma",
+    "epileptic": "epilepsy",
+}
 
 
 # --- common words: not names, fillers -------------------------------------------------
@@ -162,10 +175,22 @@ ADV = (
 )
 REST = r"\s+(?P<what>.+)$"
 
-LIKES = {"love": "loves", "like": "likes", "enjoy": "enjoys", "adore": "adores", "hate": "hates",
-         "detest": "hates", "loathe": "hates", "dislike": "dislikes", "don't like": "dislikes",
-         "do not like": "dislikes", "can't stand": "can't stand", "cannot stand": "can't stand",
-         "into": "likes", "fan of": "likes"}  # fmt: skip
+LIKES = {
+    "love": "loves",
+    "like": "likes",
+    "enjoy": "enjoys",
+    "adore": "adores",
+    "hate": "hates",
+    "detest": "hates",
+    "loathe": "hates",
+    "dislike": "dislikes",
+    "don't like": "dislikes",
+    "do not like": "dislikes",
+    "can't stand": "can't stand",
+    "cannot stand": "can't stand",
+    "into": "likes",
+    "fan of": "likes",
+}
 NOT_LIKES = re.compile(r"(?i)to\s+(?:know|think|ask|say|see|hear|check|help|talk)\b")
 NOT_GOALS = re.compile(
     r"(?i)^(?:know|ask|say|tell|see|check|make\s+sure|understand|hear|talk|thank|try\s+(?:it|this|that)"
@@ -175,7 +200,16 @@ NOT_GOALS = re.compile(
     r"|\b(?:tonight|today|now|later|tomorrow|this\s+(?:morning|afternoon|evening)|soon|first"
     r"|in\s+a\s+(?:minute|bit|sec(?:ond)?))\b"
 )
-GOAL_VERBS = {"want": "wants to", "wanna": "wants to", "plan": "plans to", "planning": "plans to",
-              "hope": "hopes to", "hoping": "hopes to", "going": "is going to",
-              "trying": "is trying to", "intend": "intends to", "aim": "aims to",
-              "aiming": "aims to"}  # fmt: skip
+GOAL_VERBS = {
+    "want": "wants to",
+    "wanna": "wants to",
+    "plan": "plans to",
+    "planning": "plans to",
+    "hope": "hopes to",
+    "hoping": "hopes to",
+    "going": "is going to",
+    "trying": "is trying to",
+    "intend": "intends to",
+    "aim": "aims to",
+    "aiming": "aims to",
+}

@@ -329,6 +329,14 @@ def _goal(m: re.Match[str], clause: str) -> list[FactDraft]:
     if what is None or NOT_GOALS.search(what):
         return []
     return [
-        FactDraft(GOAL, f"{said} {what}.", "goal", CLEAR, None, None, goal_status="open",
-                  due=due_date(what))
-    ]  # fmt: skip
+        FactDraft(
+            GOAL,
+            f"{said} {what}.",
+            "goal",
+            CLEAR,
+            None,
+            None,
+            goal_status="open",
+            due=due_date(what),
+        )
+    ]

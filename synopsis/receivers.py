@@ -36,11 +36,12 @@ def summarize_overflowing_rooms(
 
 
 @receiver(memories_created, dispatch_uid="synopsis.mine_user_messages")
-def mine_user_messages(sender: Any, project_id: int, memory_ids: list[Any], **kwargs: Any) -> None:
+def mine_user_messages(
+    sender: Any, project_id: int, user_message_ids: list[Any], **kwargs: Any
+) -> None:
     """New user messages get a fact-extraction task (the beat sweep catches the ones a
-    Redis outage lost). Senders that do not say which are user messages: all ids go,
-    and the task keeps the user messages."""
-    ids = kwargs.get("user_message_ids", memory_ids)
+    Redis outage lost)."""
+    ids = user_message_ids
     if not ids:
         return
     try:

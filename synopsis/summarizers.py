@@ -151,7 +151,7 @@ class LlmSummarizer:
             # here rather than mid-word by the endpoint
             max_tokens=max_tokens + max_tokens // 4 + 16,
         )
-        text = _fit(result.text, max_tokens)
+        text = text_fit(result.text, max_tokens)
         usage = {
             name: value
             for name, value in (
@@ -169,7 +169,7 @@ class LlmSummarizer:
         )
 
 
-def _fit(text: str, max_tokens: int) -> str:
+def text_fit(text: str, max_tokens: int) -> str:
     """``text`` within ``max_tokens``: cut at the last sentence end that fits, or at a
     token if that would lose more than half of it."""
     if token_count(text) <= max_tokens:

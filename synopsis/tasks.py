@@ -6,7 +6,7 @@ from celery import shared_task
 
 from memories.services.buffer import rooms_over_capacity
 from memories.services.maintenance import maintenance_run
-from memories.services.synopsis import synopsis_refresh_deferred, synopsis_refresh_dequeued
+from memories.services.synopsis_refresh import synopsis_refresh_deferred, synopsis_refresh_dequeued
 from memories.worker import DATABASE_RETRY
 from synopsis.llm import LlmError
 from synopsis.services.facts import FACTS_EXTRACT_TASK, facts_unmined, messages_facts_extract

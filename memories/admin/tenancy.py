@@ -41,7 +41,7 @@ def memories_link(project_id: int, **filters: str) -> str:
 
 
 class ProjectForm(forms.ModelForm):
-    """The settings field holds the project's overrides (memories/config.py), checked
+    """The settings field holds the project's overrides (memories/config/), checked
     by the same validation as PATCH /api/v1/settings/."""
 
     class Meta:

@@ -1,5 +1,5 @@
 """Serializers of the project's settings, generated from the configuration schema
-(memories/config.py) for the OpenAPI document: the API validates with memories.config,
+(memories/config/) for the OpenAPI document: the API validates with memories.config,
 which names each bad setting."""
 
 from __future__ import annotations

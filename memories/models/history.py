@@ -72,7 +72,7 @@ class IdempotencyKey(models.Model):
 
 
 class SettingsRevision(models.Model):
-    """Every change to a project's configuration (memories/config.py): who, when, the
+    """Every change to a project's configuration (memories/config/): who, when, the
     stored overrides before and after."""
 
     project = models.ForeignKey(

@@ -5,6 +5,8 @@ Importable without a database or Django (numpy and faiss only), so the server, t
 benchmarks and an agent process can all hold one. ``max_size`` is the window an agent
 reads (``recent()``); ``max_size x buffer_multiplier`` is what the buffer keeps and
 searches. Names follow MUXI's ``ShortTermMemory`` (muxi-ai/runtime, short_term.py).
+Its items and results (buffer_items.py) and its vectors (buffer_vectors.py) have
+modules of their own; the names a caller needs are importable from here.
 """
 
 from __future__ import annotations
@@ -12,73 +14,48 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import math
 import threading
-import time
-import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
 import faiss
 import numpy as np
 
-VectorLike = Sequence[float] | np.ndarray
-TimestampLike = float | datetime | str
-ADD_ARGUMENTS = frozenset({"content", "metadata", "role", "timestamp", "vector", "id"})
+from memories.providers.buffer_items import (
+    ADD_ARGUMENTS,
+    ITEM_FIELDS,
+    BufferHit,
+    BufferItem,
+    BufferSearch,
+    TimestampLike,
+    bias,
+    buffer_item,
+    metadata_matches,
+    positive_int,
+)
+from memories.providers.buffer_vectors import (
+    BatchEmbeddingModel,
+    EmbeddingModel,
+    VectorLike,
+    search_vector,
+    text_embed,
+    texts_embed,
+)
+
+__all__ = [
+    "BatchEmbeddingModel",
+    "BufferHit",
+    "BufferItem",
+    "BufferMemory",
+    "BufferSearch",
+    "EmbeddingModel",
+    "TimestampLike",
+    "VectorLike",
+]
+
 SERIAL_VERSION = 1
-
-
-class EmbeddingModel(Protocol):
-    """What the buffer needs from a model: one text in, one vector out. A model may also
-    have ``embed_batch(texts) -> vectors`` (see ``BatchEmbeddingModel``), which
-    ``add_many`` uses for all its texts at once."""
-
-    def embed(self, text: str) -> VectorLike: ...
-
-
-class BatchEmbeddingModel(EmbeddingModel, Protocol):
-    def embed_batch(self, texts: list[str]) -> Sequence[VectorLike] | np.ndarray: ...
-
-
-# eq=False: the vector is an array, whose == is element-wise; items compare by identity.
-@dataclass(frozen=True, eq=False)
-class BufferItem:
-    """One remembered item. ``metadata`` is the buffer's own copy and also holds
-    ``role`` and ``timestamp``; ``vector`` is read-only, float32 and unit length."""
-
-    id: str
-    content: str
-    metadata: dict[str, Any]
-    role: str | None
-    timestamp: float
-    vector: np.ndarray | None
-
-
-@dataclass(frozen=True)
-class BufferHit:
-    """A search result: ``score`` orders the results; ``semantic`` is the cosine
-    similarity (None when not scored semantically); ``recency`` runs linearly from 0.0
-    (the oldest item in the buffer) to 1.0 (the newest)."""
-
-    item: BufferItem
-    score: float
-    semantic: float | None
-    recency: float
-
-
-@dataclass(frozen=True)
-class BufferSearch:
-    """Hits, best first, and how they were found: ``method`` is "semantic" or "recency";
-    ``reason`` says why recency was used; ``unembedded`` counts the candidates (items
-    passing the filter) without a vector, scored by recency alone."""
-
-    hits: list[BufferHit]
-    method: str
-    reason: str | None
-    unembedded: int
 
 
 class BufferMemory:
@@ -100,10 +77,10 @@ class BufferMemory:
         vector_dimension: int = 384,
         recency_bias: float = 0.3,
     ) -> None:
-        self._max_size = _positive_int(max_size, "max_size")
-        self._buffer_multiplier = _positive_int(buffer_multiplier, "buffer_multiplier")
-        self._vector_dimension = _positive_int(vector_dimension, "vector_dimension")
-        self._recency_bias = _bias(recency_bias, "recency_bias")
+        self._max_size = positive_int(max_size, "max_size")
+        self._buffer_multiplier = positive_int(buffer_multiplier, "buffer_multiplier")
+        self._vector_dimension = positive_int(vector_dimension, "vector_dimension")
+        self._recency_bias = bias(recency_bias, "recency_bias")
         self.model = model
         self._lock = threading.RLock()
         self._items: deque[BufferItem] = deque()
@@ -157,9 +134,13 @@ class BufferMemory:
     ) -> BufferItem:
         """Append one item (embedded by the model unless ``vector`` is given; a failing
         model stores it without a vector); beyond capacity the oldest items go."""
-        item = self._draft(content, metadata, role, timestamp, vector, id)
+        arguments = {"content": content, "metadata": metadata, "role": role, "id": id}
+        item = buffer_item(
+            {**arguments, "timestamp": timestamp, "vector": vector},
+            dimension=self._vector_dimension,
+        )
         if item.vector is None and self.model is not None:
-            item = replace(item, vector=self._embed_one(content))
+            item = replace(item, vector=text_embed(self.model, content, self._vector_dimension))
         self._append([item])
         return item
 
@@ -175,19 +156,11 @@ class BufferMemory:
                     f"items[{position}]: needs content and only add()'s arguments"
                     + (f" (unknown: {', '.join(sorted(unknown))})" if unknown else "")
                 )
-            drafts.append(
-                self._draft(
-                    arguments["content"],
-                    arguments.get("metadata"),
-                    arguments.get("role"),
-                    arguments.get("timestamp"),
-                    arguments.get("vector"),
-                    arguments.get("id"),
-                )
-            )
+            drafts.append(buffer_item(arguments, dimension=self._vector_dimension))
         missing = [n for n, item in enumerate(drafts) if item.vector is None]
         if missing and self.model is not None:
-            vectors = self._embed_many([drafts[n].content for n in missing])
+            texts = [drafts[n].content for n in missing]
+            vectors = texts_embed(self.model, texts, self._vector_dimension)
             for n, embedded in zip(missing, vectors, strict=True):
                 drafts[n] = replace(drafts[n], vector=embedded)
         self._append(drafts)
@@ -282,22 +255,22 @@ class BufferMemory:
         vector (``query_vector`` or the model's), by recency alone otherwise."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a whole number >= 1, got {limit!r}")
-        bias = self._recency_bias if recency_bias is None else _bias(recency_bias, "recency_bias")
+        weight = self._recency_bias if recency_bias is None else bias(recency_bias, "recency_bias")
         if filter_metadata is not None and not isinstance(filter_metadata, Mapping):
             raise ValueError("filter_metadata must be a dict")
-        vector, reason = self._query_vector(query, query_vector)
+        vector, reason = search_vector(self.model, query, query_vector, self._vector_dimension)
         with self._lock:
             items = list(self._items)
             similarity = self._similarities(vector) if vector is not None else {}
         last = max(len(items) - 1, 1)
         hits, unembedded = [], 0
         for position, item in enumerate(items):
-            if filter_metadata and not _matches(item.metadata, filter_metadata):
+            if filter_metadata and not metadata_matches(item.metadata, filter_metadata):
                 continue
             recency = position / last if len(items) > 1 else 1.0
             unembedded += item.vector is None
             semantic = similarity.get(item.id) if item.vector is not None else None
-            score = recency if semantic is None else (1 - bias) * semantic + bias * recency
+            score = recency if semantic is None else (1 - weight) * semantic + weight * recency
             hits.append(BufferHit(item=item, score=score, semantic=semantic, recency=recency))
         hits.sort(key=lambda hit: (hit.score, hit.recency), reverse=True)
         method = "semantic" if vector is not None else "recency"
@@ -365,13 +338,9 @@ class BufferMemory:
             state = json.loads(data)
             buffer = cls(model=model, **state["settings"])
             items = [
-                buffer._draft(
-                    item["content"],
-                    item["metadata"],
-                    item["role"],
-                    item["timestamp"],
-                    item["vector"],
-                    item["id"],
+                buffer_item(
+                    {key: item[key] for key in ITEM_FIELDS},  # a key missing: not serialized
+                    dimension=buffer._vector_dimension,
                 )
                 for item in state["items"]
             ]
@@ -381,39 +350,6 @@ class BufferMemory:
         return buffer
 
     # Internals
-
-    def _draft(
-        self,
-        content: Any,
-        metadata: Any,
-        role: Any,
-        timestamp: Any,
-        vector: Any,
-        id: Any,
-    ) -> BufferItem:
-        if not isinstance(content, str):
-            raise ValueError(f"content must be a string, got {type(content).__name__}")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValueError(f"metadata must be a dict, got {type(metadata).__name__}")
-        if role is not None and not isinstance(role, str):
-            raise ValueError(f"role must be a string, got {type(role).__name__}")
-        if id is not None and (not isinstance(id, str) or not id):
-            raise ValueError(f"id must be a non-empty string, got {id!r}")
-        stored = copy.deepcopy(dict(metadata or {}))
-        if role is None and isinstance(stored.get("role"), str):
-            role = stored["role"]
-        if timestamp is None:
-            timestamp = stored.get("timestamp")
-        seconds = time.time() if timestamp is None else _seconds(timestamp)
-        stored["role"], stored["timestamp"] = role, seconds
-        return BufferItem(
-            id=id or uuid.uuid4().hex,
-            content=content,
-            metadata=stored,
-            role=role,
-            timestamp=seconds,
-            vector=None if vector is None else _unit(vector, self._vector_dimension, "vector"),
-        )
 
     def _append(self, items: list[BufferItem]) -> None:
         with self._lock:
@@ -448,108 +384,3 @@ class BufferMemory:
             for score, row in zip(scores[0], rows[0], strict=True)
             if row >= 0
         }
-
-    def _query_vector(
-        self, query: str | None, query_vector: VectorLike | None
-    ) -> tuple[np.ndarray | None, str | None]:
-        if query_vector is not None:
-            return _unit(query_vector, self._vector_dimension, "query_vector"), None
-        if query is not None and not isinstance(query, str):
-            raise ValueError(f"query must be a string, got {type(query).__name__}")
-        if not query or not query.strip():
-            return None, "no query"
-        model = self.model
-        if model is None:
-            return None, "no embedding model"
-        try:
-            return _unit(model.embed(query), self._vector_dimension, "the model's vector"), None
-        except Exception as error:
-            return None, f"model failed: {error}"
-
-    def _embed_one(self, text: str) -> np.ndarray | None:
-        try:
-            return _unit(self.model.embed(text), self._vector_dimension, "the model's vector")
-        except Exception:  # an item without a vector is still found by recency
-            return None
-
-    def _embed_many(self, texts: list[str]) -> list[np.ndarray | None]:
-        if not hasattr(self.model, "embed_batch"):
-            return [self._embed_one(text) for text in texts]
-        try:
-            vectors = list(self.model.embed_batch(texts))
-        except Exception:
-            return [None] * len(texts)
-        if len(vectors) != len(texts):
-            return [None] * len(texts)
-        embedded: list[np.ndarray | None] = []
-        for vector in vectors:
-            try:
-                embedded.append(_unit(vector, self._vector_dimension, "the model's vector"))
-            except ValueError:
-                embedded.append(None)
-        return embedded
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    return value
-
-
-def _bias(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be a number from 0 to 1, got {value!r}")
-    return float(value)
-
-
-def _unit(value: Any, dimension: int, name: str) -> np.ndarray:
-    """``value`` as a read-only float32 unit vector of ``dimension`` numbers (a single
-    row, shape (1, dimension), is accepted too)."""
-    try:
-        vector = np.array(value, dtype=np.float32)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} is not a vector of numbers: {error}") from error
-    if vector.ndim == 2 and vector.shape[0] == 1:
-        vector = vector[0]
-    if vector.shape != (dimension,):
-        raise ValueError(f"{name} must have {dimension} numbers, got shape {vector.shape}")
-    if not np.isfinite(vector).all():
-        raise ValueError(f"{name} has a number that is not finite")
-    norm = float(np.linalg.norm(vector))
-    if norm == 0:
-        raise ValueError(f"{name} is all zeros")
-    if abs(norm - 1) > 1e-6:  # already unit length: keep the numbers as they are
-        vector = (vector / norm).astype(np.float32)
-    vector.flags.writeable = False
-    return vector
-
-
-def _seconds(value: Any) -> float:
-    """Unix seconds from a number, a datetime (naive means UTC) or a string holding
-    either a number or an ISO 8601 date and time."""
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.timestamp()
-    if isinstance(value, str):
-        try:
-            return _seconds(float(value))
-        except ValueError:
-            pass
-        try:
-            return _seconds(datetime.fromisoformat(value))
-        except ValueError:
-            raise ValueError(f"timestamp is neither a number nor ISO 8601: {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"timestamp must be unix seconds, a datetime or a string: {value!r}")
-    return float(value)
-
-
-def _matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every wanted key present with an equal value (True is not 1 here)."""
-    for key, value in wanted.items():
-        if key not in metadata:
-            return False
-        held = metadata[key]
-        if isinstance(held, bool) != isinstance(value, bool) or held != value:
-            return False
-    return True

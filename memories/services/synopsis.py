@@ -1,31 +1,20 @@
-"""The user synopsis as agents and operators see it: read (cached in Redis), edited and
-locked by operators, stored by the generator (synopsis/services/synopses.py), and
-refreshed: a read of a stale part serves it and asks for its regeneration.
+"""The user synopsis as agents and operators see it: read (cached in Redis:
+memories/services/synopsis_cache.py), edited and locked by operators, stored by the
+generator (synopsis/services/synopses.py), and refreshed: a read of a stale part
+serves it and asks for its regeneration (memories/services/synopsis_refresh.py).
 
 Freshness is computed at read time from the project's TTLs (``synopsis`` settings): a
 part is *missing* until first written, *stale* once older than its TTL, *fresh*
 otherwise; a locked part that has text is fresh whatever its age (the operator's word
 holds until it is unlocked).
-
-Redis holds each user's synopsis as stored (``memoryhub:synopsis:<user id>``, a hash of
-the row's ``version`` and its ``data``): a read is one HGET. Every write puts the new
-version after its commit, and a reader that missed puts what it read, both through a
-script that keeps the newer version, so a slow reader never overwrites a newer write
-with an older one. Entries expire after an hour (a write whose put was lost to a
-Redis blip is served at most that long). A regeneration is asked for through the
-``synopsis_requested`` signal (memories never imports the synopsis app), at most one
-queued per user and part (a flag in Redis), so a burst of reads queues one task.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 import redis
@@ -35,30 +24,22 @@ from django.utils import timezone
 from memories.config import SynopsisSettings
 from memories.models import EndUser, Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.synopsis import PARTS
-from memories.providers.redis_client import redis_client
 from memories.providers.tokens import token_count
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
-from memories.signals import synopsis_requested
+from memories.services.synopsis_cache import (
+    SynopsisStored,
+    synopsis_cache_get,
+    synopsis_cache_put,
+    synopsis_cache_put_on_commit,
+)
+from memories.services.synopsis_refresh import SynopsisUnavailable, synopsis_refresh_queue
 
 logger = logging.getLogger(__name__)
 
 FRESH, STALE, MISSING = "fresh", "stale", "missing"
 OPERATOR = "operator"  # the generator of a part an operator or agent wrote
-CACHE_KEY = "memoryhub:synopsis:{}"
-CACHE_SECONDS = 3600
-QUEUED_FLAG = "memoryhub:synopsis-queued:{}:{}"  # user id, part
-QUEUED_FLAG_TTL = 300  # a lost task's part is asked for again by a read after this
 MAX_TEXT_CHARS = 20_000
-
-# KEYS[1] the cache key; ARGV: version, data, seconds. Keeps the newer version.
-_CACHE_PUT = """
-local held = tonumber(redis.call('HGET', KEYS[1], 'version') or '-1')
-if tonumber(ARGV[1]) < held then return 0 end
-redis.call('HSET', KEYS[1], 'version', ARGV[1], 'data', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
 
 
 class SynopsisError(ValueError):
@@ -67,10 +48,6 @@ class SynopsisError(ValueError):
     def __init__(self, errors: dict[str, list[str]]) -> None:
         super().__init__("; ".join(f"{key}: {' '.join(m)}" for key, m in errors.items()))
         self.errors = errors
-
-
-class SynopsisUnavailable(Exception):
-    """A regeneration could not be queued (Redis or the broker unreachable)."""
 
 
 @dataclass(frozen=True)
@@ -112,30 +89,6 @@ class SynopsisDraft:
     generated_at: datetime
 
 
-@dataclass(frozen=True)
-class _Stored:
-    version: int  # 0: no row yet
-    parts: dict[str, SynopsisPart | None]
-
-    @classmethod
-    def of(cls, row: Synopsis | None) -> _Stored:
-        if row is None:
-            return cls(0, dict.fromkeys(PARTS))
-        return cls(row.version, {name: row.part(name) for name in PARTS})
-
-    def data(self) -> str:
-        return json.dumps(
-            {name: part.as_json() if part else None for name, part in self.parts.items()}
-        )
-
-    @classmethod
-    def load(cls, version: int, data: bytes | str) -> _Stored:
-        parts = json.loads(data)
-        return cls(
-            version, {name: SynopsisPart.from_json(p) if p else None for name, p in parts.items()}
-        )
-
-
 # --- reading ---------------------------------------------------------------------------
 
 
@@ -146,27 +99,24 @@ def synopsis_get(*, end_user: EndUser, refresh_on_access: bool | None = None) ->
     queued (once per burst of reads). Redis unreachable: read from the database, nothing
     queued."""
     config = project_settings_get(project=end_user.project).synopsis
-    client = redis_client()
     reachable = True
     stored = None
     try:
-        version, data = client.hmget(CACHE_KEY.format(end_user.pk), ["version", "data"])
-        if version is not None and data is not None:
-            stored = _Stored.load(int(version), data)
+        stored = synopsis_cache_get(end_user_id=end_user.pk)
     except redis.RedisError as error:
         logger.warning("synopsis cache unreachable (%s); reading the database", error)
         reachable = False
     if stored is None:
-        stored = _Stored.of(Synopsis.objects.filter(end_user=end_user).first())
+        stored = SynopsisStored.of(Synopsis.objects.filter(end_user=end_user).first())
         if reachable:
-            _cache_put(end_user.pk, stored)
+            synopsis_cache_put(end_user_id=end_user.pk, stored=stored)
     view = _view(stored, config, refresh_scheduled=False)
     refresh = config.refresh_on_access if refresh_on_access is None else refresh_on_access
     due = [p.part for p in view.parts if p.freshness != FRESH and not p.locked]
     if not (refresh and due and reachable):
         return view
     try:
-        pending = _refresh_request(end_user, due, force=False)
+        pending = synopsis_refresh_queue(end_user=end_user, parts=due, force=False)
     except SynopsisUnavailable as error:
         logger.warning("could not queue the synopsis of user %s: %s", end_user.pk, error)
         return view
@@ -175,7 +125,7 @@ def synopsis_get(*, end_user: EndUser, refresh_on_access: bool | None = None) ->
 
 def synopsis_view(*, synopsis: Synopsis | None, config: SynopsisSettings) -> SynopsisView:
     """The view of a row as it is now (e.g. right after a write), nothing queued."""
-    return _view(_Stored.of(synopsis), config, refresh_scheduled=False)
+    return _view(SynopsisStored.of(synopsis), config, refresh_scheduled=False)
 
 
 def synopsis_ttl_seconds(*, config: SynopsisSettings, part: str) -> float:
@@ -193,7 +143,9 @@ def synopsis_part_freshness(*, part: SynopsisPart | None, ttl_seconds: float, no
     return STALE
 
 
-def _view(stored: _Stored, config: SynopsisSettings, *, refresh_scheduled: bool) -> SynopsisView:
+def _view(
+    stored: SynopsisStored, config: SynopsisSettings, *, refresh_scheduled: bool
+) -> SynopsisView:
     now = timezone.now()
     views = []
     for name in PARTS:
@@ -218,32 +170,6 @@ def _view(stored: _Stored, config: SynopsisSettings, *, refresh_scheduled: bool)
     return SynopsisView(views[0], views[1], refresh_scheduled=refresh_scheduled)
 
 
-# --- the cache -------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=4)
-def _cache_script(client: redis.Redis) -> Any:
-    return client.register_script(_CACHE_PUT)  # EVALSHA, EVAL after a Redis restart
-
-
-def _cache_put(end_user_id: int, stored: _Stored) -> None:
-    """Cache ``stored`` unless a newer version is cached; a Redis error is logged only."""
-    try:
-        client = redis_client()
-        _cache_script(client)(
-            keys=[CACHE_KEY.format(end_user_id)],
-            args=[stored.version, stored.data(), CACHE_SECONDS],
-            client=client,
-        )
-    except redis.RedisError as error:
-        logger.warning("could not cache the synopsis of user %s: %s", end_user_id, error)
-
-
-def _cache_put_on_commit(row: Synopsis) -> None:
-    stored = _Stored.of(row)  # this version, whatever happens to the row object later
-    transaction.on_commit(lambda: _cache_put(row.end_user_id, stored))
-
-
 # --- writing ---------------------------------------------------------------------------
 
 
@@ -258,7 +184,7 @@ def _row_locked(end_user: EndUser) -> Synopsis:
 def _save(row: Synopsis, columns: list[str]) -> None:
     row.version += 1
     row.save(update_fields=[*columns, "version", "updated_at"])
-    _cache_put_on_commit(row)
+    synopsis_cache_put_on_commit(row=row)
 
 
 @transaction.atomic
@@ -329,10 +255,8 @@ def synopsis_part_edit(
     text = text.strip()
     tokens = token_count(text)
     if len(text) > MAX_TEXT_CHARS or tokens > config.max_tokens:
-        raise SynopsisError(
-            {f"{part}.text": [f"At most {config.max_tokens} tokens (synopsis.max_tokens); "
-                              f"this is {tokens}."]}
-        )  # fmt: skip
+        message = f"At most {config.max_tokens} tokens (synopsis.max_tokens); this is {tokens}."
+        raise SynopsisError({f"{part}.text": [message]})
     row = _row_locked(end_user)
     before = row.part(part)
     columns = row.part_set(
@@ -377,56 +301,4 @@ def synopsis_refresh_request(
     SynopsisUnavailable if Redis or the broker cannot be reached."""
     for part in parts:
         _checked_part(part)
-    queued = _refresh_request(end_user, list(parts), force=force)
-    return queued
-
-
-def _refresh_request(end_user: EndUser, parts: list[str], *, force: bool) -> list[str]:
-    """Flag each part queued and send the signal for the parts newly flagged; returns
-    the parts that are queued now (newly or before, unless ``force``)."""
-    flags = [QUEUED_FLAG.format(end_user.pk, part) for part in parts]
-    try:
-        pipe = redis_client().pipeline(transaction=False)
-        for flag in flags:
-            pipe.set(flag, "1", nx=not force, ex=QUEUED_FLAG_TTL)
-        newly = [part for part, was_set in zip(parts, pipe.execute(), strict=True) if was_set]
-    except redis.RedisError as error:
-        raise SynopsisUnavailable(f"Redis unreachable: {error}") from error
-    if not newly:
-        return parts  # all already queued
-    try:
-        answered = synopsis_requested.send(
-            sender=Synopsis,
-            project_id=end_user.project_id,
-            end_user_id=end_user.pk,
-            parts=newly,
-            force=force,
-        )
-    except Exception as error:
-        _flags_clear(end_user.pk, newly)
-        raise SynopsisUnavailable(f"could not queue the regeneration: {error}") from error
-    if not answered:  # no generator installed: nothing will clear the flags
-        _flags_clear(end_user.pk, newly)
-        return [part for part in parts if part not in newly]
-    return parts
-
-
-def _flags_clear(end_user_id: int, parts: Sequence[str]) -> None:
-    with suppress(redis.RedisError):  # they expire
-        redis_client().delete(*(QUEUED_FLAG.format(end_user_id, part) for part in parts))
-
-
-def synopsis_refresh_dequeued(*, end_user_id: int, parts: Sequence[str]) -> None:
-    """The regeneration of ``parts`` has started: a read from now on may queue the next
-    (which finds them fresh and does nothing, unless they went stale again)."""
-    _flags_clear(end_user_id, parts)
-
-
-def synopsis_refresh_deferred(*, end_user_id: int, parts: Sequence[str], seconds: float) -> None:
-    """The regeneration of ``parts`` is retried in ``seconds`` (the LLM is down): reads
-    until then do not queue another."""
-    with suppress(redis.RedisError):
-        pipe = redis_client().pipeline(transaction=False)
-        for part in parts:
-            pipe.set(QUEUED_FLAG.format(end_user_id, part), "1", ex=int(seconds) + 60)
-        pipe.execute()
+    return synopsis_refresh_queue(end_user=end_user, parts=list(parts), force=force)

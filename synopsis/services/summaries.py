@@ -118,8 +118,11 @@ def _batch_summarize(room_id: int) -> Memory | None:
             )
     logger.info(
         "room %s: %d messages summarized by %s in %.2f s",
-        room_id, len(batch), draft.summarizer, seconds,
-    )  # fmt: skip
+        room_id,
+        len(batch),
+        draft.summarizer,
+        seconds,
+    )
     return summary
 
 

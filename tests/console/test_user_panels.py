@@ -14,7 +14,8 @@ from memories.models import EndUser, Membership, Memory, Synopsis, SynopsisRevis
 from memories.providers.tokens import token_count
 from memories.services.access import accesses_flush
 from memories.services.context.history import savings_totals
-from memories.services.synopsis import QUEUED_FLAG, SynopsisDraft, synopsis_store
+from memories.services.synopsis import SynopsisDraft, synopsis_store
+from memories.services.synopsis_refresh import QUEUED_FLAG
 from tests.conftest import embed_pending
 from tests.console.test_user_page import operator_client, write
 

@@ -45,8 +45,13 @@ def test_django_setup_starts_nothing_and_writes_nothing(tmp_path: Path) -> None:
     before = _files(BASE_DIR)
     result = subprocess.run(
         [sys.executable, "-c", SETUP_AND_REPORT],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     children, host = result.stdout.split(maxsplit=1)
     assert children == "0"  # no PostgreSQL, no Redis
     assert "not started" in host  # a query made now would say why it fails

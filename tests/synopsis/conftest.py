@@ -58,3 +58,13 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> CountingProvider:
     counting = CountingProvider(dimension=64)
     monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
     return counting
+
+
+@pytest.fixture
+def clean_redis(redis_client: Any) -> Iterator[None]:
+    """No cached synopsis, queued flag or queued task from another test."""
+    for key in redis_client.scan_iter(match="memoryhub:synopsis*"):
+        redis_client.delete(key)
+    redis_client.delete("derived")
+    yield
+    redis_client.delete("derived")

@@ -75,9 +75,12 @@ class LlmServer:
     # --- the script --------------------------------------------------------------------
 
     def ok(
-        self, text: str = "A stub summary.", *, prompt_tokens: int | None = 12,
+        self,
+        text: str = "A stub summary.",
+        *,
+        prompt_tokens: int | None = 12,
         completion_tokens: int | None = 5,
-    ) -> LlmServer:  # fmt: skip
+    ) -> LlmServer:
         """Answer ``text``, with that usage (None: left out of the answer)."""
         return self._add(
             Step("ok", text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
@@ -178,58 +181,66 @@ def _completion(step: Step, model: str) -> dict[str, Any]:
     return answer
 
 
+class _StubHandler(BaseHTTPRequestHandler):
+    """Answers POST /v1/chat/completions with the next step of ``llm``'s script."""
+
+    protocol_version = "HTTP/1.1"
+    llm: LlmServer  # set by _handler
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        received = Received(path=self.path, headers=dict(self.headers.items()), body=body)
+        release = self.llm._release
+        step = self.llm._next(received)
+        model = body.get("model", "stub") if isinstance(body, dict) else "stub"
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if step.kind == "delay":
+            release.wait(step.seconds)
+            if step.text is None:
+                self.close_connection = True
+                return
+            step = Step("ok", text=step.text)
+        self._answer(step, model)
+
+    def _answer(self, step: Step, model: str) -> None:
+        if step.kind == "ok":
+            return self._send(200, _completion(step, model))
+        if step.kind == "status":
+            headers = {"Retry-After": step.retry_after} if step.retry_after else {}
+            error = {"error": {"message": f"stub status {step.code}", "code": step.code}}
+            return self._send(step.code, error, headers)
+        if step.kind == "malformed":
+            return self._send_raw(200, b'{"choices": [', "application/json")
+        if step.kind == "refusal":
+            answer = _completion(Step("ok", text=None), model)
+            answer["choices"][0]["message"]["refusal"] = step.text
+            return self._send(200, answer)
+        raise AssertionError(f"unknown step {step.kind}")
+
+    def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_raw(code, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_raw(
+        self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
 def _handler(server: LlmServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode(errors="replace")
-            received = Received(path=self.path, headers=dict(self.headers.items()), body=body)
-            release = server._release
-            step = server._next(received)
-            model = body.get("model", "stub") if isinstance(body, dict) else "stub"
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._send(404, {"error": {"message": f"no route {self.path}"}})
-            if step.kind == "delay":
-                release.wait(step.seconds)
-                if step.text is None:
-                    self.close_connection = True
-                    return
-                return self._send(200, _completion(Step("ok", text=step.text), model))
-            if step.kind == "ok":
-                return self._send(200, _completion(step, model))
-            if step.kind == "status":
-                headers = {"Retry-After": step.retry_after} if step.retry_after else {}
-                error = {"error": {"message": f"stub status {step.code}", "code": step.code}}
-                return self._send(step.code, error, headers)
-            if step.kind == "malformed":
-                return self._send_raw(200, b'{"choices": [', "application/json")
-            if step.kind == "refusal":
-                answer = _completion(Step("ok", text=None), model)
-                answer["choices"][0]["message"]["refusal"] = step.text
-                return self._send(200, answer)
-            raise AssertionError(f"unknown step {step.kind}")
-
-        def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            self._send_raw(code, json.dumps(payload).encode(), "application/json", headers)
-
-        def _send_raw(
-            self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+    """A handler class bound to ``server``'s script."""
+    return type("Handler", (_StubHandler,), {"llm": server})

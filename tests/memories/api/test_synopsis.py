@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from memories.models import EndUser, Synopsis, SynopsisRevision
 from memories.services.memories import MemoryInput, memory_create_batch
 from memories.services.revisions import Actor
-from memories.services.synopsis import CACHE_KEY
+from memories.services.synopsis_cache import CACHE_KEY
 from synopsis.services.synopses import synopsis_generate
 from tests.memories.api.test_openapi import _check
 

@@ -27,22 +27,49 @@ MESSAGE = (
 
 def entry(**fields: Any) -> dict[str, Any]:
     base = {
-        "content": "User lives in Lisbon.", "category": "location", "confidence": 0.9,
-        "slot": "location.home", "value": "Lisbon", "subject": None, "predicate": None,
-        "object": None, "goal_status": None, "due": None,
-    }  # fmt: skip
+        "content": "User lives in Lisbon.",
+        "category": "location",
+        "confidence": 0.9,
+        "slot": "location.home",
+        "value": "Lisbon",
+        "subject": None,
+        "predicate": None,
+        "object": None,
+        "goal_status": None,
+        "due": None,
+    }
     return {**base, **fields}
 
 
 FACTS = [
     entry(),
-    entry(content="User's sister is Ana.", category="relationship", slot=None, value=None,
-          subject="User", predicate="sister", object="Ana", confidence=0.85),
-    entry(content="User is allergic to peanuts.", category="health", slot=None, value=None,
-          confidence=1),
-    entry(content="User wants to run a marathon by June 2027.", category="goal", slot=None,
-          value=None, goal_status="open", due="2027-06-01", confidence=0.7),
-]  # fmt: skip
+    entry(
+        content="User's sister is Ana.",
+        category="relationship",
+        slot=None,
+        value=None,
+        subject="User",
+        predicate="sister",
+        object="Ana",
+        confidence=0.85,
+    ),
+    entry(
+        content="User is allergic to peanuts.",
+        category="health",
+        slot=None,
+        value=None,
+        confidence=1,
+    ),
+    entry(
+        content="User wants to run a marathon by June 2027.",
+        category="goal",
+        slot=None,
+        value=None,
+        goal_status="open",
+        due="2027-06-01",
+        confidence=0.7,
+    ),
+]
 
 
 def answer(facts: list[dict[str, Any]]) -> str:
@@ -57,20 +84,31 @@ def test_the_llm_s_facts_become_drafts(owner, llm_server, llm_settings):
     assert result.extractor == "llm:stub-model" and result.error is None
     home, sister, allergy, marathon = result.drafts
     assert home == FactDraft(
-        kind="fact", content="User lives in Lisbon.", category="location", confidence=0.9,
-        slot="location.home", value="lisbon",
+        kind="fact",
+        content="User lives in Lisbon.",
+        category="location",
+        confidence=0.9,
+        slot="location.home",
+        value="lisbon",
         evidence="I moved to Lisbon last spring, call me Sam.",
-    )  # fmt: skip
+    )
     assert (sister.kind, sister.subject, sister.predicate, sister.object, sister.slot) == (
-        "relationship", "User", "sister", "Ana", None,
-    )  # fmt: skip
+        "relationship",
+        "User",
+        "sister",
+        "Ana",
+        None,
+    )
     assert sister.evidence == "My sister Ana visits in June."
     assert (allergy.kind, allergy.category, allergy.confidence) == ("fact", "health", 1.0)
     assert (marathon.kind, marathon.goal_status, marathon.due) == ("goal", "open", "2027-06-01")
     call = LlmCall.objects.get()
     assert (call.project, call.purpose, call.status, call.prompt_tokens) == (
-        owner.project, "facts", "ok", 420,
-    )  # fmt: skip
+        owner.project,
+        "facts",
+        "ok",
+        420,
+    )
 
 
 def test_the_prompt_holds_the_user_s_words_and_asks_for_json(db, llm_server, llm_settings):

@@ -17,16 +17,27 @@ def fact(category: str, content: str, slot: str | None = None, value: str | None
 
 def relation(predicate: str, name: str, content: str) -> dict:
     return {
-        "kind": "relationship", "category": "relationship", "slot": None, "value": None,
-        "content": content, "subject": "User", "predicate": predicate, "object": name,
-    }  # fmt: skip
+        "kind": "relationship",
+        "category": "relationship",
+        "slot": None,
+        "value": None,
+        "content": content,
+        "subject": "User",
+        "predicate": predicate,
+        "object": name,
+    }
 
 
 def goal(content: str, due: str | None = None) -> dict:
     return {
-        "kind": "goal", "category": "goal", "slot": None, "value": None, "content": content,
-        "goal_status": "open", "due": due,
-    }  # fmt: skip
+        "kind": "goal",
+        "category": "goal",
+        "slot": None,
+        "value": None,
+        "content": content,
+        "goal_status": "open",
+        "due": due,
+    }
 
 
 CASES: list[tuple[str, list[dict[str, Any]]]] = [

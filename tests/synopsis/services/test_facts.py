@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from memories.models import Memory, MemoryRevision
@@ -33,12 +35,21 @@ USER_TURNS = [i for i, (role, _) in enumerate(SCRIPT) if role == "user"]
 def say(tenant, i):
     role, text = SCRIPT[i]
     body = {
-        "user": "maria", "room": "chat", "role": role, "content": text,
+        "user": "maria",
+        "room": "chat",
+        "role": role,
+        "content": text,
         "created_at": (START + timedelta(minutes=i)).isoformat(),
-    }  # fmt: skip
+    }
     response = tenant.client.post("/api/v1/memories/", body, format="json")
     assert response.status_code == 201, response.json()
     return response.json()["memory"]["id"]
+
+
+def user_says(tenant, content, **fields):
+    """A message of Maria's outside the script; its id."""
+    body = {"user": "maria", "role": "user", "content": content, **fields}
+    return tenant.client.post("/api/v1/memories/", body, format="json").json()["memory"]["id"]
 
 
 def facts_of(tenant, **filters):
@@ -126,13 +137,15 @@ def test_a_fact_echoed_back_from_the_hub_is_not_mined_again(owner):
     ids = [say(owner, 2)]
     messages_facts_extract(memory_ids=ids)
     Memory.objects.create(
-        project=owner.project, end_user=Memory.objects.get(pk=ids[0]).end_user, kind="summary",
-        content="[2026-05-01] Maria (user): I moved to Madrid in May.", content_hash="s",
-    )  # fmt: skip
-    echo = owner.client.post("/api/v1/memories/", {
-        "user": "maria", "role": "user",
-        "content": "Earlier you wrote: [2026-05-01] Maria (user): I moved to Madrid in May.",
-    }, format="json").json()["memory"]["id"]  # fmt: skip
+        project=owner.project,
+        end_user=Memory.objects.get(pk=ids[0]).end_user,
+        kind="summary",
+        content="[2026-05-01] Maria (user): I moved to Madrid in May.",
+        content_hash="s",
+    )
+    echo = user_says(
+        owner, "Earlier you wrote: [2026-05-01] Maria (user): I moved to Madrid in May."
+    )
     messages_facts_extract(memory_ids=[echo])
     assert "User moved to Madrid." not in facts_of(owner)
     assert facts_of(owner, status="active")["User lives in Lisbon."]
@@ -151,10 +164,7 @@ def test_an_operators_retraction_and_correction_are_not_undone(owner):
         format="json",
     )
     # an older message saying otherwise, mined late, and the user repeating the retracted fact
-    old = owner.client.post("/api/v1/memories/", {
-        "user": "maria", "role": "user", "content": "I work at Globex.",
-        "created_at": (START - timedelta(days=1)).isoformat(),
-    }, format="json").json()["memory"]["id"]  # fmt: skip
+    old = user_says(owner, "I work at Globex.", created_at=(START - timedelta(days=1)).isoformat())
     again = say(owner, 7)
     messages_facts_extract(memory_ids=[old, again])
     active = facts_of(owner, status="active")
@@ -164,10 +174,6 @@ def test_an_operators_retraction_and_correction_are_not_undone(owner):
 
 
 def test_the_command_mines_what_was_not_mined(owner, outsider):
-    from io import StringIO
-
-    from django.core.management import call_command
-
     ids = [say(owner, i) for i in range(len(SCRIPT))]
     say(outsider, 0)
     out = StringIO()

@@ -88,8 +88,10 @@ def test_server_errors_past_the_retries_are_retryable(owner, llm_server):
     with pytest.raises(LlmError) as raised:
         provider_for(llm_server).chat(MESSAGES, purpose="summary", project_id=owner.project.pk)
     assert (raised.value.retryable, raised.value.kind, raised.value.attempts) == (
-        True, "server_error", 3,
-    )  # fmt: skip
+        True,
+        "server_error",
+        3,
+    )
     assert len(llm_server.requests) == 3
     call = LlmCall.objects.get()
     assert (call.status, call.error_kind, call.attempts) == ("failed", "retryable", 3)
@@ -105,8 +107,10 @@ def test_a_timeout_is_retried_then_raised_as_retryable(owner, llm_server):
             MESSAGES, purpose="summary", project_id=owner.project.pk
         )
     assert (raised.value.retryable, raised.value.kind, raised.value.attempts) == (
-        True, "timeout", 3,
-    )  # fmt: skip
+        True,
+        "timeout",
+        3,
+    )
     assert time.monotonic() - clock < 2.5  # did not wait for the answers
     call = LlmCall.objects.get()
     assert (call.status, call.error_kind, call.attempts) == ("failed", "retryable", 3)
@@ -129,8 +133,10 @@ def test_an_unreachable_endpoint_is_retryable(db):
     with pytest.raises(LlmError) as raised:
         provider.chat(MESSAGES, purpose="summary")
     assert (raised.value.retryable, raised.value.kind, raised.value.attempts) == (
-        True, "connection", 2,
-    )  # fmt: skip
+        True,
+        "connection",
+        2,
+    )
     assert LlmCall.objects.get().error_kind == "retryable"
 
 
@@ -139,8 +145,10 @@ def test_malformed_json_is_permanent(owner, llm_server):
     with pytest.raises(LlmError) as raised:
         provider_for(llm_server).chat(MESSAGES, purpose="summary", project_id=owner.project.pk)
     assert (raised.value.retryable, raised.value.kind, raised.value.attempts) == (
-        False, "malformed", 1,
-    )  # fmt: skip
+        False,
+        "malformed",
+        1,
+    )
     assert len(llm_server.requests) == 1
     call = LlmCall.objects.get()
     assert (call.status, call.error_kind, call.attempts) == ("failed", "permanent", 1)
@@ -180,9 +188,13 @@ def test_no_provider_without_a_base_url(no_llm):
 
 def test_the_provider_follows_the_settings(settings):
     settings.LLM = {
-        "BASE_URL": "http://llm.internal:8000/v1/", "API_KEY": "k", "MODEL": "qwen2.5",
-        "TIMEOUT": 12, "MAX_RETRIES": 5, "BACKOFF": 0.5,
-    }  # fmt: skip
+        "BASE_URL": "http://llm.internal:8000/v1/",
+        "API_KEY": "k",
+        "MODEL": "qwen2.5",
+        "TIMEOUT": 12,
+        "MAX_RETRIES": 5,
+        "BACKOFF": 0.5,
+    }
     provider = llm_provider()
     assert provider is not None
     assert provider.url == "http://llm.internal:8000/v1/chat/completions"

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
 from memories.models import Memory, MemoryRevision, Room
+from synopsis.llm import LlmError
 from synopsis.services.summaries import room_summarize
 from tests.conftest import wait_until
 
@@ -158,10 +161,6 @@ def test_a_real_worker_drives_a_room_through_three_times_its_capacity(owner, cel
 
 
 def test_the_command_summarizes_the_rooms_over_capacity(owner, outsider):
-    from io import StringIO
-
-    from django.core.management import call_command
-
     room = small_room(owner)
     append(owner, 8)
     other = small_room(outsider)
@@ -194,8 +193,6 @@ def test_an_llm_refusal_falls_back_to_the_extractive_summary(owner, llm_server, 
 
 
 def test_an_llm_that_stays_down_leaves_the_room_as_it_was(owner, llm_server, llm_settings):
-    from synopsis.llm import LlmError
-
     room = small_room(owner)
     ids = append(owner, 6)
     for _ in range(3):

@@ -72,8 +72,11 @@ def test_the_llm_writes_the_summary(owner, llm_server, llm_settings):
     assert request.body["max_tokens"] >= 200
     call = LlmCall.objects.get()
     assert (call.project, call.purpose, call.status, call.prompt_tokens) == (
-        owner.project, "summary", "ok", 310,
-    )  # fmt: skip
+        owner.project,
+        "summary",
+        "ok",
+        310,
+    )
 
 
 def test_a_summary_over_budget_is_cut_at_a_sentence(db, llm_server, llm_settings):
@@ -168,8 +171,11 @@ def test_a_larger_budget_keeps_more(no_llm, provider):
 
 
 def test_the_previous_summary_is_folded_in(no_llm, provider):
-    result = draft(turns=TURNS[:2] + [turn(7, 3, "Tom (user)", "Hello, I am Tom.")],
-                   previous=PREVIOUS, max_tokens=1_000)  # fmt: skip
+    result = draft(
+        turns=TURNS[:2] + [turn(7, 3, "Tom (user)", "Hello, I am Tom.")],
+        previous=PREVIOUS,
+        max_tokens=1_000,
+    )
     header, *lines = lines_of(result)
     # the range starts where the chain started; new speakers join the participants
     assert header == (

@@ -35,11 +35,15 @@ def room_over_capacity(owner):
     start = timezone.now() - timedelta(hours=1)
     Memory.objects.bulk_create(
         Memory(
-            project=owner.project, room=room, role="user", content=f"message {i}",
-            content_hash=content_hash(f"message {i}"), created_at=start + timedelta(minutes=i),
+            project=owner.project,
+            room=room,
+            role="user",
+            content=f"message {i}",
+            content_hash=content_hash(f"message {i}"),
+            created_at=start + timedelta(minutes=i),
         )
         for i in range(6)
-    )  # fmt: skip
+    )
     return room
 
 
@@ -54,11 +58,28 @@ def start_worker(llm_base_url: str) -> subprocess.Popen[bytes]:
     }
     log = open(Path(settings.DATA_DIR) / "test-crash-worker.log", "wb")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memoryhub", "worker", "-Q", QUEUE,
-         "--concurrency", "1", "--hostname", f"crash-{uuid.uuid4().hex[:8]}@%h",
-         "--without-mingle", "--without-gossip"],
-        env=env, cwd=BASE_DIR, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "memoryhub",
+            "worker",
+            "-Q",
+            QUEUE,
+            "--concurrency",
+            "1",
+            "--hostname",
+            f"crash-{uuid.uuid4().hex[:8]}@%h",
+            "--without-mingle",
+            "--without-gossip",
+        ],
+        env=env,
+        cwd=BASE_DIR,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def advisory_locks() -> int:
