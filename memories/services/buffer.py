@@ -24,7 +24,7 @@ from memories.models import Memory, Project, Room
 from memories.providers.buffer_memory import BufferHit, BufferMemory
 from memories.services.configuration import room_settings_get
 from memories.services.embedding import memory_vectors
-from memories.services.search.query_embedding import query_embedding_start
+from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 
 logger = logging.getLogger(__name__)
 
@@ -108,26 +108,9 @@ def buffer_search(
     config = room_settings_get(room=room).buffer
     bias = config.recency_bias if recency_bias is None else recency_bias
     started, reason = _query_started(query)
-    messages = list(
-        room_messages(room)
-        .with_external_ids()
-        .defer("search_vector")
-        .order_by("-created_at", "-id")[: config.capacity]
-    )
-    messages.reverse()
-    vectors = (
-        memory_vectors(memory_ids=[m.pk for m in messages], space_id=started.space.pk)
-        if started
-        else {}
-    )
+    messages, vectors = _messages_in_capacity(room, config.capacity, started)
     timings["load"] = (time.perf_counter() - clock) * 1000
-    query_vector = None
-    if started is not None:
-        try:
-            query_vector = started.wait(timings)
-        except Exception as error:  # the model failed: the buffer still answers
-            logger.warning("buffer search: query embedding failed: %s", error)
-            reason = f"embedding model unavailable: {error}"
+    query_vector, reason = _query_vector(started, reason, timings)
     buffer = _buffer_of(
         messages,
         vectors if query_vector is not None else {},
@@ -155,6 +138,37 @@ def buffer_search(
         recency_bias=bias,
         timings_ms=timings,
     )
+
+
+def _messages_in_capacity(
+    room: Room, capacity: int, started: QueryEmbedding | None
+) -> tuple[list[Memory], dict[Any, np.ndarray]]:
+    """The room's last ``capacity`` unsummarized messages, oldest first, and their
+    vectors in the query's space (none without a query vector on its way)."""
+    messages = list(
+        room_messages(room)
+        .with_external_ids()
+        .defer("search_vector")
+        .order_by("-created_at", "-id")[:capacity]
+    )
+    messages.reverse()
+    if started is None:
+        return messages, {}
+    return messages, memory_vectors(memory_ids=[m.pk for m in messages], space_id=started.space.pk)
+
+
+def _query_vector(
+    started: QueryEmbedding | None, reason: str | None, timings: dict[str, float]
+) -> tuple[np.ndarray | None, str | None]:
+    """The query's vector once embedded, or None and why not (``reason``, when it was
+    not started)."""
+    if started is None:
+        return None, reason
+    try:
+        return started.wait(timings), reason
+    except Exception as error:  # the model failed: the buffer still answers
+        logger.warning("buffer search: query embedding failed: %s", error)
+        return None, f"embedding model unavailable: {error}"
 
 
 def _buffer_of(
@@ -185,7 +199,7 @@ def _buffer_of(
     return buffer
 
 
-def _query_started(query: str) -> tuple[Any, str | None]:
+def _query_started(query: str) -> tuple[QueryEmbedding | None, str | None]:
     """The query's vector on its way, or None and why not."""
     if not query.strip():
         return None, "no query text"

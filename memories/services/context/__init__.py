@@ -36,7 +36,7 @@ from memories.services.context.fitting import (
 )
 from memories.services.context.history import history_tokens, savings_record
 from memories.services.context.query import query_from_messages
-from memories.services.context.retrieved import relevance_floor, retrieved_candidates
+from memories.services.context.retrieved import Retrieval, relevance_floor, retrieved_candidates
 from memories.services.context.sources import (
     Candidate,
     fact_candidates,
@@ -70,6 +70,26 @@ class ContextResult:
         return max(0, self.full_history_tokens - self.total_tokens)
 
 
+@dataclass(frozen=True)
+class _Build:
+    """One context's inputs once resolved: for whom (``end_user``, ``room``), about what
+    (``query``), within which budgets (``max_tokens`` split into ``budgets``, counted in
+    ``encoding``), the room's ``buffer`` settings and the facts' (similarity, confidence)
+    ``weights``; each part records its milliseconds in ``timings``, and what the reader
+    should know in ``notes``."""
+
+    end_user: EndUser
+    room: Room | None
+    query: str | None
+    max_tokens: int
+    budgets: dict[str, int]
+    encoding: str
+    buffer: BufferSettings
+    weights: tuple[float, float]
+    timings: dict[str, float]
+    notes: list[str]
+
+
 def context_build(
     *,
     end_user: EndUser,
@@ -88,97 +108,130 @@ def context_build(
     ``record_access`` (the console's preview: an operator looking, not an agent using
     the memories) nothing is recorded: no accesses, no savings in the user's totals."""
     clock = time.perf_counter()
-    timings: dict[str, float] = {}
     config = project_settings_get(project=end_user.project)
     settings = config.context
-    buffer = room_settings_get(room=room).buffer if room is not None else config.buffer
     max_tokens = max_tokens or settings.max_tokens
-    encoding = encoding or settings.encoding
     if query is None and messages:
         query = query_from_messages(messages) or None
-    notes: list[str] = []
-    # embedded on its thread while the synopsis and the facts are read
-    started = _query_embedding_start(query, notes)
-    budgets = budgets_split(
-        max_tokens, history=settings.history_share, retrieved=settings.retrieved_share,
-        shares=shares,
-    )  # fmt: skip
-    candidates, retrieved = _candidates_gather(
-        end_user=end_user, room=room, query=query, started=started, weights=(
+    build = _Build(
+        end_user=end_user,
+        room=room,
+        query=query,
+        max_tokens=max_tokens,
+        budgets=budgets_split(
+            max_tokens,
+            history=settings.history_share,
+            retrieved=settings.retrieved_share,
+            shares=shares,
+        ),
+        encoding=encoding or settings.encoding,
+        buffer=room_settings_get(room=room).buffer if room is not None else config.buffer,
+        weights=(
             settings.similarity_weight if similarity_weight is None else similarity_weight,
             settings.confidence_weight if confidence_weight is None else confidence_weight,
         ),
-        buffer=buffer, budgets=budgets, encoding=encoding, timings=timings, notes=notes,
-    )  # fmt: skip
+        timings={},
+        notes=[],
+    )
+    # embedded on its thread while the synopsis and the facts are read
+    started = _query_embedding_start(build.query, build.notes)
+    candidates, retrieved = _candidates_gather(build, started)
+    result = _fitted(build, candidates, retrieved, record_access=record_access)
+    build.timings["total"] = (time.perf_counter() - clock) * 1000
+    return result
+
+
+def _fitted(
+    build: _Build, candidates: list[Candidate], retrieved: list[Candidate], *, record_access: bool
+) -> ContextResult:
+    """The candidates fitted to the budgets and rendered; with ``record_access``, the
+    savings and the served memories' accesses recorded."""
+    timings, encoding = build.timings, build.encoding
     with _timed(timings, "ranking"):
-        candidates, below = _relevant_facts(candidates, retrieved, budgets["retrieved"], encoding)
+        budget = build.budgets["retrieved"]
+        candidates, below = _relevant_facts(candidates, retrieved, budget, encoding)
         kept, duplicates = deduplicate(candidates)
     with _timed(timings, "token_counting"):
-        sections = sections_fill(kept, budgets, encoding)
+        sections = sections_fill(kept, build.budgets, encoding)
         facts_section = next(s for s in sections if s.name == "facts")
         facts_section.dropped += below
     with _timed(timings, "rendering"):
-        prompt, total = fit(sections, max_tokens, encoding)
+        prompt, total = fit(sections, build.max_tokens, encoding)
     with _timed(timings, "accounting"):
-        full = history_tokens(end_user=end_user, room=room, encoding=encoding)
+        full = history_tokens(end_user=build.end_user, room=build.room, encoding=encoding)
         if record_access:
-            savings_record(end_user=end_user, served=total, full=full)
+            savings_record(end_user=build.end_user, served=total, full=full)
             served = [c.memory_pk for s in sections if s.name == "retrieved" for c in s.items]
-            accesses_record(project=end_user.project, memory_ids=served)
-    timings["total"] = (time.perf_counter() - clock) * 1000
+            accesses_record(project=build.end_user.project, memory_ids=served)
     return ContextResult(
-        query=query, sections=sections, duplicates=duplicates, prompt=prompt,
-        total_tokens=total, max_tokens=max_tokens, encoding=encoding, notes=notes,
-        full_history_tokens=full, timings_ms=timings,
-    )  # fmt: skip
+        query=build.query,
+        sections=sections,
+        duplicates=duplicates,
+        prompt=prompt,
+        total_tokens=total,
+        max_tokens=build.max_tokens,
+        encoding=encoding,
+        notes=build.notes,
+        full_history_tokens=full,
+        timings_ms=timings,
+    )
 
 
 def _candidates_gather(
-    *,
-    end_user: EndUser,
-    room: Room | None,
-    query: str | None,
-    started: QueryEmbedding | None,
-    weights: tuple[float, float],
-    buffer: BufferSettings,
-    budgets: dict[str, int],
-    encoding: str,
-    timings: dict[str, float],
-    notes: list[str],
+    build: _Build, started: QueryEmbedding | None
 ) -> tuple[list[Candidate], list[Candidate]]:
     """Every section's candidates, each source timed; and the retrieved ones apart,
     searched last: as many as the room the other sections leave can hold. The query's
     vector (``started``) is waited for once the synopsis and the facts are read."""
+    end_user, timings = build.end_user, build.timings
     candidates: list[Candidate] = []
     with _timed(timings, "synopsis"):
         candidates += synopsis_candidates(end_user=end_user)
     with _timed(timings, "facts"):
         facts = fact_rows(end_user=end_user)
-    query_vector, space = _query_vector(started, notes, timings)
+    query_vector, space = _query_vector(started, build.notes, timings)
     with _timed(timings, "facts"):
         candidates += fact_candidates(
-            facts, query_vector=query_vector, space_id=space.pk if space is not None else None,
-            similarity_weight=weights[0], confidence_weight=weights[1],
-        )  # fmt: skip
+            facts,
+            query_vector=query_vector,
+            space_id=space.pk if space is not None else None,
+            similarity_weight=build.weights[0],
+            confidence_weight=build.weights[1],
+        )
     with _timed(timings, "history"):
-        candidates += history_candidates(end_user=end_user, room=room, buffer=buffer)
+        candidates += history_candidates(end_user=end_user, room=build.room, buffer=build.buffer)
     with _timed(timings, "working"):
-        working, note = working_candidates(room=room, query=query)
+        working, note = working_candidates(room=build.room, query=build.query)
         candidates += working
-        notes += [note] if note else []
+        build.notes.extend([note] if note else [])
     with _timed(timings, "retrieval"):
-        # the retrieved section's budget once the others have taken what they can
-        room_left = sections_fill(candidates, budgets, encoding)[-1].budget
-        retrieval = retrieved_candidates(
-            end_user=end_user, query=query, query_vector=query_vector, space=space,
-            room=room_left, encoding=encoding,
-            # the turns the search may find again (facts are other kinds)
-            taken=sum(c.section in ("history", "working") for c in candidates),
-        )  # fmt: skip
+        retrieval = _retrieval(build, candidates, query_vector=query_vector, space=space)
     # the search's own steps, so a slow retrieval says which one took the time
     steps = {step: ms for step, ms in retrieval.timings_ms.items() if step != "total"}
     timings.update({f"retrieval.{step}": round(ms, 2) for step, ms in steps.items()})
     return candidates + retrieval.candidates, retrieval.candidates
+
+
+def _retrieval(
+    build: _Build,
+    candidates: list[Candidate],
+    *,
+    query_vector: np.ndarray | None,
+    space: EmbeddingSpace | None,
+) -> Retrieval:
+    """The retrieved section's candidates, as many as its budget can hold once the
+    other sections (``candidates``) have taken what they can."""
+    room_left = sections_fill(candidates, build.budgets, build.encoding)[-1].budget
+    return retrieved_candidates(
+        end_user=build.end_user,
+        query=build.query,
+        query_vector=query_vector,
+        space=space,
+        room=room_left,
+        encoding=build.encoding,
+        # the turns the search may find again (facts are other kinds)
+        taken=sum(c.section in ("history", "working") for c in candidates),
+    )
 
 
 def _relevant_facts(

@@ -40,9 +40,12 @@ def budgets_split(
     if shares is None:
         rest = max(0.0, 1.0 - history - retrieved) / 3
         shares = {
-            "synopsis": rest, "facts": rest, "working": rest,
-            "history": history, "retrieved": retrieved,
-        }  # fmt: skip
+            "synopsis": rest,
+            "facts": rest,
+            "working": rest,
+            "history": history,
+            "retrieved": retrieved,
+        }
     return {name: int(max_tokens * shares.get(name, 0.0)) for name in SECTIONS}
 
 

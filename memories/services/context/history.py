@@ -76,9 +76,12 @@ def _store(
     if count or checked != state.get("checked"):
         at, last_id = last or (state["at"], state["id"])
         state = {
-            "count": state["count"] + count, "tokens": tokens,
-            "at": at, "id": last_id, "checked": checked,
-        }  # fmt: skip
+            "count": state["count"] + count,
+            "tokens": tokens,
+            "at": at,
+            "id": last_id,
+            "checked": checked,
+        }
         try:
             redis_client().set(key, json.dumps(state), ex=CACHE_TTL)
         except Exception:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 
-from memories.models import EmbeddingSpace, EndUser, Memory
+from memories.models import EmbeddingSpace, EndUser, Memory, Project
 from memories.providers.tokens import token_count
 from memories.services.context.sources import TURN_FIELDS, Candidate, turn_text
 from memories.services.search import SearchFilters, SearchResult, memory_search, search_extend
@@ -61,6 +61,31 @@ def _result_tokens_learn(end_user: EndUser, candidates: list[Candidate], encodin
     _result_tokens[end_user.pk] = mean
 
 
+@dataclass(frozen=True)
+class _Searching:
+    """The searches of one context: the project's default search of ``query`` with its
+    vector as computed once for the whole context (``embedding``, in ``space``), or
+    keyword search alone without one (the model is unavailable)."""
+
+    project: Project
+    query: str
+    embedding: list[float] | None
+    space: EmbeddingSpace | None
+
+    def search(self, filters: SearchFilters, k: int) -> SearchResult:
+        """The ``k`` best memories the filters allow, with the fields a line reads."""
+        return memory_search(
+            project=self.project,
+            query=self.query,
+            embedding=self.embedding,
+            space=self.space,
+            mode=None if self.embedding is not None else "keyword",
+            filters=filters,
+            k=k,
+            fields=TURN_FIELDS,
+        )
+
+
 def retrieved_candidates(
     *,
     end_user: EndUser,
@@ -77,19 +102,34 @@ def retrieved_candidates(
     when the model is unavailable."""
     if not query or room <= 0:
         return Retrieval([], "none", {})
+    embedding = [float(x) for x in query_vector] if query_vector is not None else None
+    searching = _Searching(end_user.project, query, embedding, space)
+    k = retrieved_k(end_user=end_user, room=room, taken=taken)
+    result = _user_search(searching, end_user, k=k, room=room, taken=taken, encoding=encoding)
+    candidates = _retrieved(result, "search")
+    _result_tokens_learn(end_user, candidates, encoding)
+    timings = dict(result.timings_ms)
+    if _has_shared_knowledge(end_user):
+        # the project's documents (no user's own) are searched apart, then the two
+        # rankings interleaved by reciprocal rank: their scores are not on one scale
+        knowledge = SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE])
+        shared = searching.search(knowledge, max(RETRIEVED_K_MIN, k // 2))
+        candidates = _interleave(candidates, _retrieved(shared, "knowledge search"))
+        timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
+    return Retrieval(candidates, result.mode, timings)
+
+
+def _user_search(
+    searching: _Searching, end_user: EndUser, *, k: int, room: int, taken: int, encoding: str
+) -> SearchResult:
+    """The user's ``k`` best memories; when their lines are shorter than guessed and the
+    ranking holds more, read on in it until they fill ``room``."""
     filters = SearchFilters(
         end_user_id=end_user.pk,
         kinds=RETRIEVED_KINDS,
         statuses=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
     )
-    # the query's vector as computed once for the whole context; none: keyword search
-    embedding = [float(x) for x in query_vector] if query_vector is not None else None
-    mode = None if query_vector is not None else "keyword"
-    k = retrieved_k(end_user=end_user, room=room, taken=taken)
-    result = memory_search(
-        project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-        filters=filters, k=k, fields=TURN_FIELDS,
-    )  # fmt: skip
+    result = searching.search(filters, k)
     lines = [turn_text(hit.memory) for hit in result.hits]
     if len(lines) == k < RETRIEVED_K_MAX and (used := _tokens(lines, encoding)) < room:
         # shorter than guessed and more to find: the next of the same ranking, as many
@@ -98,36 +138,31 @@ def retrieved_candidates(
         # contexts: most of their p95 (BENCHMARKS.md).
         wanted = _results_filling(room, used / len(lines), taken)
         result = search_extend(result, wanted, fields=TURN_FIELDS)
-    candidates = _retrieved(result, "search")
-    _result_tokens_learn(end_user, candidates, encoding)
-    timings = dict(result.timings_ms)
-    if _has_shared_knowledge(end_user):
-        # the project's documents (no user's own) are searched apart, then the two
-        # rankings interleaved by reciprocal rank: their scores are not on one scale
-        shared = memory_search(
-            project=end_user.project, query=query, embedding=embedding, space=space, mode=mode,
-            filters=SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE]),
-            k=max(RETRIEVED_K_MIN, k // 2), fields=TURN_FIELDS,
-        )  # fmt: skip
-        candidates = _interleave(candidates, _retrieved(shared, "knowledge search"))
-        timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
-    return Retrieval(candidates, result.mode, timings)
+    return result
 
 
 def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
     return [
         Candidate(
-            section="retrieved", key=str(hit.memory.public_id), kind=hit.memory.kind,
-            text=turn_text(hit.memory), score=hit.score, created_at=hit.memory.created_at,
+            section="retrieved",
+            key=str(hit.memory.public_id),
+            kind=hit.memory.kind,
+            text=turn_text(hit.memory),
+            score=hit.score,
+            created_at=hit.memory.created_at,
             # turns under a line per day; a document's chunks cite their own source
-            group="" if hit.memory.kind == Memory.Kind.KNOWLEDGE
-            else f"[{hit.memory.created_at:%Y-%m-%d}]",
+            group=_day_line(hit.memory),
             why=f"{source} rank {rank} ({result.mode})",
             parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
             memory_pk=hit.memory.pk,
         )
         for rank, hit in enumerate(result.hits, start=1)
-    ]  # fmt: skip
+    ]
+
+
+def _day_line(memory: Memory) -> str:
+    """The header a retrieved line goes under: its day (none for a document's chunk)."""
+    return "" if memory.kind == Memory.Kind.KNOWLEDGE else f"[{memory.created_at:%Y-%m-%d}]"
 
 
 def _interleave(*rankings: list[Candidate]) -> list[Candidate]:

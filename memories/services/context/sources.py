@@ -72,8 +72,15 @@ def turn_line(memory: Memory, *, with_time: bool = True) -> str:
 # the fields of a retrieved memory that turn_text (speaker, citation) and _retrieved read:
 # the search loads only these
 TURN_FIELDS = (
-    "id", "public_id", "kind", "role", "content", "content_json", "metadata", "created_at",
-)  # fmt: skip
+    "id",
+    "public_id",
+    "kind",
+    "role",
+    "content",
+    "content_json",
+    "metadata",
+    "created_at",
+)
 
 
 def turn_text(memory: Memory) -> str:
@@ -142,10 +149,15 @@ def fact_candidates(
             score, parts = fact.confidence, {"confidence": fact.confidence}
         candidates.append(
             Candidate(
-                section="facts", key=str(fact.public_id), kind=fact.kind, text=_fact_line(fact),
-                score=score, created_at=fact.created_at, parts=parts,
+                section="facts",
+                key=str(fact.public_id),
+                kind=fact.kind,
+                text=_fact_line(fact),
+                score=score,
+                created_at=fact.created_at,
+                parts=parts,
             )
-        )  # fmt: skip
+        )
     return candidates
 
 
@@ -181,22 +193,30 @@ def history_candidates(
     count = len(window)
     candidates = [
         Candidate(
-            section="history", key=str(m.public_id), kind=m.kind, text=turn_line(m),
-            score=1.0 - i / max(count, 1) * 0.5, created_at=m.created_at,
+            section="history",
+            key=str(m.public_id),
+            kind=m.kind,
+            text=turn_line(m),
+            score=1.0 - i / max(count, 1) * 0.5,
+            created_at=m.created_at,
             why=f"turn {count - i} of the {count} most recent",
         )
         for i, m in enumerate(window)
-    ]  # fmt: skip
+    ]
     summary = room_summary_latest(room)
     if summary is not None:
         covered = summary.metadata.get("messages_covered", "the older")
         candidates.append(
             Candidate(
-                section="history", key=str(summary.public_id), kind=summary.kind,
+                section="history",
+                key=str(summary.public_id),
+                kind=summary.kind,
                 text=f"Summary of {covered} earlier messages: {' '.join(summary.content.split())}",
-                score=0.4, created_at=summary.created_at, why="the room's newest summary",
+                score=0.4,
+                created_at=summary.created_at,
+                why="the room's newest summary",
             )
-        )  # fmt: skip
+        )
     return candidates
 
 
@@ -224,14 +244,16 @@ def working_candidates(
     count = len(hits)
     return [
         Candidate(
-            section="working", key=f"working:{item.id}", kind="working",
+            section="working",
+            key=f"working:{item.id}",
+            kind="working",
             text=f"- {' '.join(item.content.split())}",
             score=score if score is not None else 1.0 - i / max(count, 1),
             created_at=item.created_at,
             why="similar to the query" if score is not None else "recent note",
         )
         for i, (item, score) in enumerate(hits)
-    ], None  # fmt: skip
+    ], None
 
 
 def synopsis_candidates(*, end_user: EndUser) -> list[Candidate]:
@@ -244,9 +266,12 @@ def synopsis_candidates(*, end_user: EndUser) -> list[Candidate]:
         if part is not None and part.text and part.text.strip():
             candidates.append(
                 Candidate(
-                    section="synopsis", key=f"synopsis:{name}", kind="synopsis",
-                    text=" ".join(part.text.split()), score=score,
+                    section="synopsis",
+                    key=f"synopsis:{name}",
+                    kind="synopsis",
+                    text=" ".join(part.text.split()),
+                    score=score,
                     why=f"the synopsis' {name} part",
                 )
-            )  # fmt: skip
+            )
     return candidates

@@ -4,9 +4,10 @@ Each step is a module: the filters (filters.py), the filtered set's size with th
 query's words (count.py), the query's vector (query_embedding.py), keyword candidates
 (keyword.py), neighbouring turns (neighbours.py; after the keyword step they come with
 the vector step's statement, unless that runs in the lane, lane.py), vector candidates
-(vector.py), the ranking (ranking.py, which describes the modes) and the loading of the
-winners (loading.py). The ranking policy
-is the project's search settings; the machine knobs are settings.RETRIEVAL.
+(vector.py chooses the scan: exact.py, compact.py or hnsw.py; signal.py says what a scan
+is asked and gives), the ranking (ranking.py, which describes the modes) and the
+loading of the winners (loading.py). The ranking policy is the project's search
+settings; the machine knobs are settings.RETRIEVAL.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from memories.config import SearchSettings
 from memories.models import EmbeddingSpace, Project
 from memories.services.configuration import project_settings_get
-from memories.services.search.count import Counted, filtered_count
+from memories.services.search.count import filtered_count
+from memories.services.search.exact import neighbours_and_distances
 from memories.services.search.filters import SearchFilters
-from memories.services.search.keyword import keyword_candidates
+from memories.services.search.keyword import QueryWords, keyword_candidates
 from memories.services.search.lane import vector_lane_applies, vector_lane_submit
 from memories.services.search.loading import SearchHit, ranking_facts_get, winners_load
 from memories.services.search.neighbours import message_neighbours
@@ -38,12 +41,9 @@ from memories.services.search.ranking import (
     candidates_rank,
     ranking_facts_wanted,
 )
+from memories.services.search.signal import VectorRequest, VectorSignal
 from memories.services.search.slots import slotted
-from memories.services.search.vector import (
-    VectorSignal,
-    neighbours_and_distances,
-    vector_signal_get,
-)
+from memories.services.search.vector import vector_signal_get
 
 __all__ = [
     "SearchFilters",
@@ -63,6 +63,24 @@ class SearchResult:
     timings_ms: dict[str, float]
     # the whole ranking the hits are the first of (search_extend reads on from it)
     ranked: list[Ranked] = field(default_factory=list, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """What the steps of one search read: whose memories, which (the filters, a set of
+    ``size`` rows), ranked how (``mode``, the project's ``policy``), how many candidates
+    each signal proposes (``limit``) and how many of its first get their neighbouring
+    turns looked up (``link_limit``, None: all); each step records its milliseconds in
+    ``timings``."""
+
+    project: Project
+    filters: SearchFilters
+    mode: str
+    policy: SearchSettings
+    limit: int
+    link_limit: int | None
+    size: int
+    timings: dict[str, float]
 
 
 @slotted  # at most SEARCH_CONCURRENCY at once in a process (slots.py)
@@ -92,42 +110,23 @@ def memory_search(
     policy = project_settings_get(project=project).search
     mode = mode or policy.default_mode
     filters = filters or SearchFilters()
-    limit = candidate_limit(mode=mode, k=k, threshold=threshold)
-    link_limit = linked_limit(k)
     timings: dict[str, float] = {}
-    pool = CandidatePool()
-    # started first, so the query is embedded while PostgreSQL runs the queries up to
-    # the vector candidates
+    # started first: the query is embedded while PostgreSQL runs the steps before
     started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding, space)
-    keyword = bool(query) and mode != SearchMode.VECTOR
-    with _timed(timings, "count"):  # BM25 and the choice of an exact vector scan need it
-        counted = filtered_count(
-            project=project, filters=filters, text=query if keyword else None
-        )  # with the query's words: one statement
-    size = counted.size
-    lane = None
-    if started is not None and keyword and vector_lane_applies(size):
-        # the vector step on its own thread and connection meanwhile (lane.py)
-        lane = vector_lane_submit(partial(
-            _vector_signal, started=started, project=project, filters=filters, limit=limit,
-            size=size, distance_ids=[], linked=set() if mode == SearchMode.AUTO else None,
-            aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
-        ))  # fmt: skip
-    # a vector step after the keyword step (not in the lane) reads the keyword
-    # candidates' neighbouring turns in its own statement: one round trip less
-    in_sequence = lane is None and started is not None
-    if keyword and query:
-        _keyword_signal(pool, project=project, query=query, filters=filters, limit=limit,
-                        counted=counted, mode=mode, policy=policy, timings=timings,
-                        link_limit=link_limit, neighbours=not in_sequence)  # fmt: skip
-    if lane is not None and started is not None:
-        _lane_join(lane, pool, started=started, project=project, filters=filters,
-                   aggregate=policy.window_aggregate, timings=timings)  # fmt: skip
-    elif started is not None:  # after the keyword step: its candidates' distances too
-        with _timed(timings, "vector"):
-            _vector_after_keyword(pool, started=started, project=project, filters=filters,
-                                  limit=limit, size=size, mode=mode, policy=policy,
-                                  timings=timings, link_limit=link_limit)  # fmt: skip
+    text = query if query and mode != SearchMode.VECTOR else None  # for the keyword step
+    with _timed(timings, "count"):  # for BM25 and the vector scan; with the query's words
+        counted = filtered_count(project=project, filters=filters, text=text)
+    search = _Search(
+        project=project,
+        filters=filters,
+        mode=mode,
+        policy=policy,
+        limit=candidate_limit(mode=mode, k=k, threshold=threshold),
+        link_limit=linked_limit(k),
+        size=counted.size,
+        timings=timings,
+    )
+    pool = _signals(search, started=started, text=text, words=counted.words)
     with _timed(timings, "rank"):
         ranked = _ranked(pool, mode=mode, policy=policy, threshold=threshold, explain=explain)
     with _timed(timings, "load"):
@@ -151,31 +150,64 @@ def search_extend(
     return replace(result, hits=result.hits + more, timings_ms=timings)
 
 
+def _signals(
+    search: _Search,
+    *,
+    started: QueryEmbedding | None,
+    text: str | None,
+    words: QueryWords | None,
+) -> CandidatePool:
+    """Every signal's candidates in one pool: the keyword step's for a ``text`` (with
+    its ``words``, count.py), the vector step's once the query's vector (``started``)
+    is there, and in auto mode the neighbouring turns of the first of them."""
+    pool = CandidatePool()
+    lane = None
+    if started is not None and text and vector_lane_applies(search.size):
+        # the vector step on its own thread and connection meanwhile (lane.py)
+        linked: set[Any] | None = set() if search.mode == SearchMode.AUTO else None
+        lane = vector_lane_submit(
+            partial(_vector_signal, search, started, distance_ids=[], linked=linked)
+        )
+    # a vector step after the keyword step (not in the lane) reads the keyword
+    # candidates' neighbouring turns in its own statement: one round trip less
+    in_sequence = lane is None and started is not None
+    if text:
+        _keyword_signal(pool, search, text=text, words=words, neighbours=not in_sequence)
+    if lane is not None and started is not None:
+        _lane_join(lane, pool, search, started)
+    elif started is not None:  # after the keyword step: its candidates' distances too
+        with _timed(search.timings, "vector"):
+            _vector_after_keyword(pool, search, started)
+    return pool
+
+
 def _keyword_signal(
     pool: CandidatePool,
+    search: _Search,
     *,
-    project: Project,
-    query: str,
-    filters: SearchFilters,
-    limit: int,
-    counted: Counted,
-    mode: str,
-    policy: SearchSettings,
-    timings: dict[str, float],
-    link_limit: int | None = None,
+    text: str,
+    words: QueryWords | None,
     neighbours: bool = True,
 ) -> None:
     """The keyword candidates into the pool and, in auto mode with ``neighbours``, the
     neighbouring turns of the first ``link_limit`` of them (None: all)."""
-    with _timed(timings, "keyword"):
-        pool.add_keyword(keyword_candidates(
-            project=project, text=query, filters=filters, limit=limit,
-            collection_size=counted.size, policy=policy, words=counted.words,
-        ))  # fmt: skip
-    if neighbours and mode == SearchMode.AUTO and pool.candidates:
-        with _timed(timings, "neighbours"):
-            first = pool.ids()[:link_limit]  # None: all
-            pool.link(*message_neighbours(project=project, filters=filters, ids=first))
+    with _timed(search.timings, "keyword"):
+        found = keyword_candidates(
+            project=search.project,
+            text=text,
+            filters=search.filters,
+            limit=search.limit,
+            collection_size=search.size,
+            policy=search.policy,
+            words=words,
+        )
+        pool.add_keyword(found)
+    if neighbours and search.mode == SearchMode.AUTO and pool.candidates:
+        with _timed(search.timings, "neighbours"):
+            first = pool.ids()[: search.link_limit]  # None: all
+            pool.link(
+                *message_neighbours(project=search.project, filters=search.filters, ids=first)
+            )
 
 
 def _ranked(
@@ -195,75 +227,83 @@ def _ranked(
     )
 
 
-def _vector_after_keyword(
-    pool: CandidatePool,
-    *,
-    started: QueryEmbedding,
-    project: Project,
-    filters: SearchFilters,
-    limit: int,
-    size: int,
-    mode: str,
-    policy: SearchSettings,
-    timings: dict[str, float],
-    link_limit: int | None,
-) -> None:
+def _vector_after_keyword(pool: CandidatePool, search: _Search, started: QueryEmbedding) -> None:
     """The vector step on the search's thread, after the keyword step: with the keyword
     candidates' distances and, in auto mode, the neighbouring turns of the first
     ``link_limit`` of them, in its statement."""
-    auto = mode == SearchMode.AUTO
-    pool.add_signal(_vector_signal(
-        started=started, project=project, filters=filters, limit=limit, size=size,
-        distance_ids=pool.unscored(), linked=pool.linked if auto else None,
-        aggregate=policy.window_aggregate, timings=timings, link_limit=link_limit,
-        link_ids=pool.ids()[:link_limit] if auto else [],
-    ))  # fmt: skip
+    auto = search.mode == SearchMode.AUTO
+    signal = _vector_signal(
+        search,
+        started,
+        distance_ids=pool.unscored(),
+        linked=pool.linked if auto else None,
+        link_ids=pool.ids()[: search.link_limit] if auto else [],
+    )
+    pool.add_signal(signal)
 
 
 def _lane_join(
     lane: Future[tuple[VectorSignal, float]],
     pool: CandidatePool,
-    *,
+    search: _Search,
     started: QueryEmbedding,
-    project: Project,
-    filters: SearchFilters,
-    aggregate: str,
-    timings: dict[str, float],
 ) -> None:
     """The lane's vector candidates into the pool, then the cosine distances of the
     keyword candidates (and their neighbours) it did not find, in one statement."""
-    signal, timings["vector"] = lane.result()
+    signal, search.timings["vector"] = lane.result()
     pool.add_signal(signal)
     if unscored := pool.unscored():
-        with _timed(timings, "distances"):
-            around = neighbours_and_distances(
-                project=project, filters=filters, space=started.space,
-                query=started.wait({}), link_ids=[], distance_ids=unscored, aggregate=aggregate,
-            )  # fmt: skip
+        with _timed(search.timings, "distances"):
+            request = _vector_request(search, started, started.wait({}), distance_ids=unscored)
+            around = neighbours_and_distances(request)
         pool.add_vector([], links={}, distances=around.distances)
 
 
 def _vector_signal(
-    *,
+    search: _Search,
     started: QueryEmbedding,
-    project: Project,
-    filters: SearchFilters,
-    limit: int,
-    size: int,
+    *,
     distance_ids: list[Any],
     linked: set[Any] | None,
-    aggregate: str,
-    timings: dict[str, float],
-    link_limit: int | None = None,
     link_ids: list[Any] | None = None,
 ) -> VectorSignal:
     """The vector step, once the query's vector is there (see vector_signal_get)."""
-    query_vector = started.wait(timings)
+    query_vector = started.wait(search.timings)
     return vector_signal_get(
-        project=project, space=started.space, query=query_vector, filters=filters,
-        limit=limit, collection_size=size, distance_ids=distance_ids, linked=linked,
-        aggregate=aggregate, link_limit=link_limit, link_ids=link_ids,
-    )  # fmt: skip
+        _vector_request(
+            search,
+            started,
+            query_vector,
+            distance_ids=distance_ids,
+            linked=linked,
+            link_ids=link_ids,
+        )
+    )
+
+
+def _vector_request(
+    search: _Search,
+    started: QueryEmbedding,
+    query_vector: np.ndarray,
+    *,
+    distance_ids: list[Any],
+    linked: set[Any] | None = None,
+    link_ids: list[Any] | None = None,
+) -> VectorRequest:
+    """The search's request to a vector step (VectorRequest)."""
+    return VectorRequest(
+        project=search.project,
+        space=started.space,
+        query=query_vector,
+        filters=search.filters,
+        limit=search.limit,
+        size=search.size,
+        linked=linked,
+        distance_ids=distance_ids,
+        aggregate=search.policy.window_aggregate,
+        link_limit=search.link_limit,
+        link_ids=link_ids or [],
+    )
 
 
 def candidate_limit(*, mode: str, k: int, threshold: float | None) -> int:

@@ -225,9 +225,7 @@ def _admitted(owner: Owner, size: int) -> bool:
 
 def _load_start(owner: Owner) -> None:
     """Start loading ``owner``'s codes (``_lock`` held, no load of it under way)."""
-    thread = threading.Thread(
-        target=_load, args=(owner,), name=f"codes-{owner[2]}", daemon=True
-    )  # fmt: skip
+    thread = threading.Thread(target=_load, args=(owner,), name=f"codes-{owner[2]}", daemon=True)
     _loading[owner] = thread
     thread.start()
 

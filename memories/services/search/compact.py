@@ -32,7 +32,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from memories.models import EmbeddingSpace, Project
+from memories.models import EmbeddingSpace
 from memories.services.search.codes import (
     DELTA_RELOAD_ROWS,
     OwnerCodes,
@@ -40,16 +40,21 @@ from memories.services.search.codes import (
     owner_codes_get,
     owner_codes_stale,
 )
-from memories.services.search.filters import SearchFilters, id_array
+from memories.services.search.filters import SearchFilters
 from memories.services.search.neighbours import (
     LINK_SIZES,
     NEAREST_UNLINKED,
     NO_LINK_SIZES,
-    link_read,
     links_sql,
 )
 from memories.services.search.prepared import local_settings, prepared_cursor
-from memories.services.search.vector import VectorSignal, vector_literal, window_sql
+from memories.services.search.signal import (
+    VectorRequest,
+    VectorSignal,
+    scan_params,
+    signal_read,
+    window_sql,
+)
 
 # name of the covering index the scan reads (migration 0011_embedding_owner_bits)
 OWNER_BITS_INDEX = "embedding_owner_bits"
@@ -147,50 +152,37 @@ DELTA_COUNT = f"UNION ALL SELECT 4, NULL, (SELECT count(*) FROM delta), NULL, NU
 # shortlisted memory (800 probes were 15 of the 40 ms of an auto search on a busy machine).
 
 
-def compact_vector_candidates(
-    *,
-    project: Project,
-    space: EmbeddingSpace,
-    query: np.ndarray,
-    filters: SearchFilters,
-    limit: int,
-    link_known: list[Any] | None,
-    distance_ids: list[Any],
-    size: int,
-    aggregate: str = "mean",
-    link_limit: int | None = None,
-    link_ids: list[Any] | None = None,
-) -> VectorSignal | None:
-    """The ``limit`` nearest memories of the user the filters name, with the links of
-    those not in ``link_known`` (None: no links) and of ``link_ids``, the distances of
-    ``distance_ids`` and of those neighbours, in one round trip: a VectorSignal, or None when the
-    shortlist was full and fewer than ``limit`` of its memories passed the filters.
-    An owner of ``size`` rows whose codes the process holds (codes.py) has its
-    shortlist found here and sent with the query."""
+def compact_vector_candidates(request: VectorRequest) -> VectorSignal | None:
+    """The ``request.limit`` nearest memories of the user the filters name, with the
+    neighbouring turns and the distances asked for (VectorRequest), in one round trip: a
+    VectorSignal, or None when the shortlist was full and fewer than ``limit`` of its
+    memories passed the filters. An owner of ``request.size`` rows whose codes the
+    process holds (codes.py) has its shortlist found here and sent with the query."""
+    project, space, filters, limit = request.project, request.space, request.filters, request.limit
     where, params = filters.sql(project)
     links, links_params = links_sql(project, filters, ids=NEAREST_UNLINKED)
     shortlist = shortlist_size(limit)
     key = (int(space.pk), int(project.pk), filters.end_user_id)
-    codes = owner_codes_get(key, size) if codes_apply(size) else None
+    codes = owner_codes_get(key, request.size) if codes_apply(request.size) else None
     sql = _compact_sql(
-        space, filters, where=where, links=links, aggregate=aggregate, cached=codes is not None
+        space,
+        filters,
+        where=where,
+        links=links,
+        aggregate=request.aggregate,
+        cached=codes is not None,
     )
     codes_shortlist = shortlist_size(limit, cached=True)
-    cached, read = _codes_shortlist(codes, query, codes_shortlist) if codes is not None else ({}, 0)
+    cached, read = (
+        _codes_shortlist(codes, request.query, codes_shortlist) if codes is not None else ({}, 0)
+    )
+    given = {**params, **links_params, **cached, "shortlist": shortlist}
     with transaction.atomic(), prepared_cursor() as cursor:
         # one process: parallel workers made a user of 100,000 windows slower (17 ms
         # alone, 22-25 ms with two workers) and take the other core from other requests
         local_settings("SET LOCAL max_parallel_workers_per_gather = 0")
-        cursor.execute(
-            sql,
-            {
-                **params, **links_params, **cached, "query_vector": vector_literal(query),
-                "shortlist": shortlist, "limit": limit, "link_known": id_array(link_known or []),
-                "with_links": link_known is not None, "distance_ids": id_array(distance_ids),
-                "link_limit": link_limit, "link_ids": id_array(link_ids or []),
-            },
-        )  # fmt: skip
-        signal, scanned, delta = _signal_read(cursor.fetchall())
+        cursor.execute(sql, scan_params(request, given))
+        signal, scanned, delta = signal_read(cursor.fetchall())
     if delta >= DELTA_RELOAD_ROWS:
         owner_codes_stale(key)  # too many rows read again since the codes' load
     full = scanned >= shortlist or (codes is not None and read >= codes_shortlist)
@@ -210,34 +202,20 @@ def _compact_sql(
 ) -> str:
     """The statement: the shortlist SCANNED in the database or sent (CACHED), then the
     rest."""
-    owner = "b.end_user_id IS NULL" if filters.end_user_id is None else (
-        "b.end_user_id = %(filter_end_user)s"
-    )  # fmt: skip
+    if filters.end_user_id is None:
+        owner = "b.end_user_id IS NULL"
+    else:
+        owner = "b.end_user_id = %(filter_end_user)s"
     template = CACHED + COMPACT_SQL + DELTA_COUNT if cached else SCANNED + COMPACT_SQL
     return template.format(
-        space_id=int(space.pk), owner=owner, where=where, links=links,
-        aggregate=window_sql(aggregate), sizes=LINK_SIZES, no_sizes=NO_LINK_SIZES,
-    )  # fmt: skip
-
-
-def _signal_read(rows: list[Any]) -> tuple[VectorSignal, int, int]:
-    """The statement's rows as a VectorSignal (nearest first), the windows the
-    shortlist held and the rows read again since the codes' load (0 without codes)."""
-    signal = VectorSignal([], {}, {})
-    scanned = delta = 0
-    for part, memory_id, distance, *link in rows:
-        if part == 0:
-            signal.nearest.append((memory_id, float(distance)))
-        elif part == 1:
-            link_read(signal.links, signal.sizes, [memory_id, *link])
-        elif part == 2:
-            signal.distances[memory_id] = float(distance)
-        elif part == 3:
-            scanned = int(distance)
-        else:
-            delta = int(distance)
-    signal.nearest.sort(key=lambda row: row[1])
-    return signal, scanned, delta
+        space_id=int(space.pk),
+        owner=owner,
+        where=where,
+        links=links,
+        aggregate=window_sql(aggregate),
+        sizes=LINK_SIZES,
+        no_sizes=NO_LINK_SIZES,
+    )
 
 
 def _codes_shortlist(

@@ -126,19 +126,12 @@ def keyword_candidates(
     words = query_words(text) if words is None else words
     if not words:
         return []
-    budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
-    estimates = {lexeme: (frequency or 0.0) * collection_size for lexeme, frequency in words}
-    selective = _selective_words(estimates, size=collection_size, budget=budget)
-    plan = _WordPlan(
-        estimates=estimates, selective=selective,
-        common=[lexeme for lexeme in estimates if lexeme not in selective],
-        size=collection_size, budget=budget, limit=limit,
-    )  # fmt: skip
+    plan = _word_plan(words, size=collection_size, limit=limit)
     if plan.selective and plan.common:
         # rows holding every word hold the rare ones too: read already, unless the
         # budget cut them off; the first rows of the rarest common word are a fallback
         found, matched = _bm25(project, filters, plan, policy, common_branches=False)
-        if len(found) >= limit and matched < budget:
+        if len(found) >= limit and matched < plan.budget:
             return found
         # too few rows: both branches; too many (the budget cut the rare words' rows
         # off): the rows holding every word, the best-scored the cut may have missed.
@@ -165,6 +158,23 @@ class _WordPlan:
     limit: int
 
 
+def _word_plan(words: QueryWords, *, size: int, limit: int) -> _WordPlan:
+    """The words' plan in a filtered set of ``size`` rows: each word's estimated rows
+    (its share per ANALYZE; 0 when rarer than all it knows), the rarest of them read
+    whole while they fit the KEYWORD_MAX_MATCHES budget."""
+    budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
+    estimates = {lexeme: (frequency or 0.0) * size for lexeme, frequency in words}
+    selective = _selective_words(estimates, size=size, budget=budget)
+    return _WordPlan(
+        estimates=estimates,
+        selective=selective,
+        common=[lexeme for lexeme in estimates if lexeme not in selective],
+        size=size,
+        budget=budget,
+        limit=limit,
+    )
+
+
 def _bm25(
     project: Project,
     filters: SearchFilters,
@@ -187,12 +197,18 @@ def _bm25(
         cursor.execute(
             BM25_SQL.format(matching=matching, lengths=lengths),
             {
-                **params, "lexemes": list(plan.estimates), "estimated_lexemes": plan.common,
-                "estimated_df": [plan.estimates[w] for w in plan.common], "size": plan.size,
-                "budget": plan.budget, "k1": policy.bm25_k1, "b": policy.bm25_b,
-                "limit": plan.limit, "avgdl": known,
+                **params,
+                "lexemes": list(plan.estimates),
+                "estimated_lexemes": plan.common,
+                "estimated_df": [plan.estimates[w] for w in plan.common],
+                "size": plan.size,
+                "budget": plan.budget,
+                "k1": policy.bm25_k1,
+                "b": policy.bm25_b,
+                "limit": plan.limit,
+                "avgdl": known,
             },
-        )  # fmt: skip
+        )
         rows = cursor.fetchall()
     if rows and known is None and plan.size > plan.budget:
         _mean_lengths.put(key, float(rows[0][3]))

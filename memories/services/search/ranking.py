@@ -15,16 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 
 from memories.config import SearchSettings
 from memories.providers.embeddings import cosine_similarity
 from memories.services.search.fusion import neighbour_fusion
-
-if TYPE_CHECKING:
-    from memories.services.search.vector import VectorSignal
+from memories.services.search.signal import VectorSignal
 
 
 class SearchMode:
@@ -77,7 +75,7 @@ class CandidatePool:
             self.candidates[memory_id].distance = distance
 
     def add_signal(self, signal: VectorSignal) -> None:
-        """A vector step's VectorSignal (vector.py): its nearest, links and distances."""
+        """A vector step's VectorSignal (signal.py): its nearest, links and distances."""
         self.add_vector(
             signal.nearest, links=signal.links, distances=signal.distances, sizes=signal.sizes
         )
@@ -237,9 +235,12 @@ def _base_scores(
             known = {memory_id: fact.bytes for memory_id, fact in facts.items()} or pool.sizes
             lengths = {memory_id: known[memory_id] for memory_id in linked if memory_id in known}
         neighbour_fusion(
-            adjacent, parts, beta=policy.neighbour_weight, lengths=lengths,
+            adjacent,
+            parts,
+            beta=policy.neighbour_weight,
+            lengths=lengths,
             max_bytes=policy.neighbour_max_bytes,
-        )  # fmt: skip
+        )
     return parts
 
 

@@ -12,7 +12,7 @@ from memories.config import SearchSettings
 from memories.models import EndUser, Memory, content_hash, keyword_document_sql, keyword_owner_token
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.count import collection_size_get
-from memories.services.search.keyword import keyword_candidates
+from memories.services.search.keyword import keyword_candidates, query_words
 
 
 def remember(project, user, *texts):
@@ -53,10 +53,13 @@ def test_scores_are_bm25_over_the_filtered_set(owner):
     policy = SearchSettings(bm25_k1=1.2, bm25_b=0.75)
     filters = SearchFilters(end_user_id=alice.pk)
     found = keyword_candidates(
-        project=owner.project, text="piano lessons", filters=filters, limit=10,
+        project=owner.project,
+        text="piano lessons",
+        filters=filters,
+        limit=10,
         collection_size=collection_size_get(project=owner.project, filters=filters),
         policy=policy,
-    )  # fmt: skip
+    )
     contents = dict(Memory.objects.filter(end_user=alice).values_list("pk", "content"))
     scores = {contents[memory_id]: score for memory_id, score in found}
 
@@ -155,9 +158,13 @@ def test_the_common_words_rows_are_read_only_when_the_rare_words_rows_fall_short
     def search(text, limit):
         with CaptureQueriesContext(connection) as queries:
             found = keyword_candidates(
-                project=owner.project, text=text, filters=filters, limit=limit,
-                collection_size=size, policy=SearchSettings(),
-            )  # fmt: skip
+                project=owner.project,
+                text=text,
+                filters=filters,
+                limit=limit,
+                collection_size=size,
+                policy=SearchSettings(),
+            )
         statements = [q["sql"] for q in queries.captured_queries if "WITH docs AS" in q["sql"]]
         branches = statements[-1].count("::tsquery") if statements else 0
         return [contents[memory_id] for memory_id, _ in found], len(statements), branches
@@ -206,9 +213,13 @@ def test_a_large_sets_mean_length_is_read_once_then_kept(owner, settings):
         size = collection_size_get(project=owner.project, filters=filters)
         with CaptureQueriesContext(connection) as queries:
             found = keyword_candidates(
-                project=owner.project, text="weather", filters=filters, limit=20,
-                collection_size=size, policy=SearchSettings(),
-            )  # fmt: skip
+                project=owner.project,
+                text="weather",
+                filters=filters,
+                limit=20,
+                collection_size=size,
+                policy=SearchSettings(),
+            )
         return found, any(") filtered" in query["sql"] for query in queries.captured_queries)
 
     first, read = scores_and_mean_read(alice)
@@ -220,8 +231,6 @@ def test_a_large_sets_mean_length_is_read_once_then_kept(owner, settings):
 @pytest.mark.django_db(transaction=True)  # as a search runs: not inside a transaction
 def test_the_lexeme_statistics_are_read_once_per_analyze(owner):
     # (a transaction sees the table's statistics counters as at its first read of them)
-    from memories.services.search.keyword import query_words
-
     remember(owner.project, "alice", *[f"The weather was fine, note {n}" for n in range(20)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")

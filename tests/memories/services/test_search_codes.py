@@ -35,12 +35,17 @@ def searches_on_this_thread(settings):
 CACHED = {"COMPACT_SCAN_MIN_ROWS": 0, "EXACT_SCAN_MAX_ROWS": 0, "CODES_MIN_ROWS": 0}
 
 TOPICS = [
-    "adopted a grey tabby from the shelter", "took the ferry to the island",
-    "my sister plays the cello in a quartet", "started piano lessons on Mondays",
-    "the vet put the cat on a diet", "dinner at the Italian place downtown",
-    "the storm knocked down the old oak", "baking bread every Sunday morning",
-    "training for the city half marathon", "repainting the kitchen cabinets",
-]  # fmt: skip
+    "adopted a grey tabby from the shelter",
+    "took the ferry to the island",
+    "my sister plays the cello in a quartet",
+    "started piano lessons on Mondays",
+    "the vet put the cat on a diet",
+    "dinner at the Italian place downtown",
+    "the storm knocked down the old oak",
+    "baking bread every Sunday morning",
+    "training for the city half marathon",
+    "repainting the kitchen cabinets",
+]
 
 
 def _users(project, count=40):
@@ -54,7 +59,7 @@ def _users(project, count=40):
             content=text,
             content_hash=content_hash(text),
             room=None,
-        )  # fmt: skip
+        )
         for n, text in enumerate(texts)
     )
     embed_pending()
@@ -130,8 +135,12 @@ def test_the_codes_give_each_window_pgvector_s_hamming_distance(owner, settings)
     prefiltered = sorted(expected.values())[2 * HAMMING_PREFILTER - 1]
     two = codes.nearest(query, 2)
     assert all(expected[memory_id] <= prefiltered for memory_id in two)
-    assert all(score[memory_id] >= score[other] for memory_id in two for other in expected
-               if expected[other] < prefiltered and other not in two)  # fmt: skip
+    assert all(
+        score[memory_id] >= score[other]
+        for memory_id in two
+        for other in expected
+        if expected[other] < prefiltered and other not in two
+    )
 
 
 def test_a_search_ranks_the_same_from_the_codes_as_from_the_database(owner, settings):

@@ -11,7 +11,9 @@ from django.test.utils import CaptureQueriesContext
 
 from memories.models import EmbeddingSpace, EndUser, Memory, Project
 from memories.services.search import SearchFilters
+from memories.services.search.compact import shortlist_size
 from memories.services.search.count import collection_size_get
+from memories.services.search.signal import VectorRequest
 from memories.services.search.vector import vector_signal_get
 
 DIMENSION = 32
@@ -28,9 +30,12 @@ def _insert(project, space, user, count, kind="message", rng=None):
     with connection.cursor() as cursor:
         for number in range(count):
             memory = Memory.objects.create(
-                project=project, end_user=user, kind=kind, content=f"memory {number}",
+                project=project,
+                end_user=user,
+                kind=kind,
+                content=f"memory {number}",
                 embedding_status=Memory.EmbeddingStatus.DONE,
-            )  # fmt: skip
+            )
             windows = 3 if number % LONG_EVERY == 0 else 1
             for window in range(windows):
                 vector = rng.normal(size=DIMENSION)
@@ -63,11 +68,18 @@ def _query(seed=1):
 def _search(project, space, filters, limit, *, aggregate="mean", distance_ids=(), seed=1):
     size = collection_size_get(project=project, filters=filters)
     with CaptureQueriesContext(connection) as captured:
-        signal = vector_signal_get(
-            project=project, space=space, query=_query(seed), filters=filters, limit=limit,
-            collection_size=size, linked=set(), distance_ids=list(distance_ids),
+        request = VectorRequest(
+            project=project,
+            space=space,
+            query=_query(seed),
+            filters=filters,
+            limit=limit,
+            size=size,
+            linked=set(),
+            distance_ids=list(distance_ids),
             aggregate=aggregate,
-        )  # fmt: skip
+        )
+        signal = vector_signal_get(request)
     compact = any("bits <~>" in query["sql"] for query in captured.captured_queries)
     return signal, compact
 
@@ -184,8 +196,6 @@ def test_the_thresholds_choose_the_path(corpus, settings):
 
 
 def test_the_shortlist_grows_with_the_results_asked_within_its_bounds(settings):
-    from memories.services.search.compact import shortlist_size
-
     _retrieval(settings, BITS_SHORTLIST_PER_RESULT=20, BITS_SHORTLIST_MIN=400)
     _retrieval(settings, BITS_SHORTLIST_MAX=2_000)
     assert shortlist_size(10) == 400  # the floor

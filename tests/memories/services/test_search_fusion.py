@@ -5,9 +5,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+import memories.services.search as search
 from memories.services.search import SearchFilters, memory_search
 from memories.services.search.fusion import neighbour_fusion
 from memories.services.search.query_embedding import query_embedding_start
+from memories.services.search.signal import VectorRequest
 from memories.services.search.vector import vector_signal_get
 from tests.conftest import embed_pending
 
@@ -57,10 +59,15 @@ def exchange(owner):
         ("user", "Thanks, I will visit the shop on Saturday"),
     ]
     items = [
-        {"user": "dana", "room": "d1", "role": role, "content": text,
-         "created_at": f"2024-05-01T10:00:{second:02d}Z"}
+        {
+            "user": "dana",
+            "room": "d1",
+            "role": role,
+            "content": text,
+            "created_at": f"2024-05-01T10:00:{second:02d}Z",
+        }
         for second, (role, text) in enumerate(turns)
-    ]  # fmt: skip
+    ]
     response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
     assert response.status_code == 201
     embed_pending()
@@ -69,9 +76,13 @@ def exchange(owner):
 
 def explained(tenant, query):
     result = memory_search(
-        project=tenant.project, query=query, mode="auto", k=10, explain=True,
+        project=tenant.project,
+        query=query,
+        mode="auto",
+        k=10,
+        explain=True,
         filters=SearchFilters(end_user_id=tenant.project.end_users.get(external_id="dana").pk),
-    )  # fmt: skip
+    )
     return {hit.memory.content: hit.explain for hit in result.hits}
 
 
@@ -97,11 +108,15 @@ def test_the_cap_is_the_projects(exchange):
 def trips(owner):
     """Twelve turns about kayak trips in one room of dana's."""
     items = [
-        {"user": "dana", "room": "d2", "role": "user",
-         "content": f"kayak trip {n}: we paddled {n + 3} miles along the coast",
-         "created_at": f"2024-05-02T10:00:{n:02d}Z"}
+        {
+            "user": "dana",
+            "room": "d2",
+            "role": "user",
+            "content": f"kayak trip {n}: we paddled {n + 3} miles along the coast",
+            "created_at": f"2024-05-02T10:00:{n:02d}Z",
+        }
         for n in range(12)
-    ]  # fmt: skip
+    ]
     response = owner.client.post("/api/v1/memories/batch/", {"memories": items})
     assert response.status_code == 201
     embed_pending()
@@ -114,16 +129,14 @@ def test_the_keyword_candidates_neighbours_are_looked_up_for_the_first_only(
     """RETRIEVAL_LINKED_BEYOND_K: the first k + N keyword candidates are linked to their
     neighbouring turns, not all of them (-1: all). With the vector step after the
     keyword step, their links come in its statement."""
-    import memories.services.search as search
-
     tenant, filters = trips
     asked: list[list] = []
     vector_step = search.vector_signal_get
 
-    def spy(**kwargs):
-        asked.append(list(kwargs["link_ids"]))
-        signal = vector_step(**kwargs)
-        assert set(kwargs["link_ids"]) <= set(signal.links)  # each one's links came
+    def spy(request):
+        asked.append(list(request.link_ids))
+        signal = vector_step(request)
+        assert set(request.link_ids) <= set(signal.links)  # each one's links came
         return signal
 
     monkeypatch.setattr(search, "vector_signal_get", spy)
@@ -165,10 +178,18 @@ def test_the_vector_candidates_neighbours_are_looked_up_for_the_first_only(
 ):
     tenant, filters = trips
     started = query_embedding_start("a long paddle on the coast", None)
-    signal = vector_signal_get(
-        project=tenant.project, space=started.space, query=started.wait({}), filters=filters,
-        limit=8, collection_size=12, linked=set(), distance_ids=[], link_limit=link_limit,
-    )  # fmt: skip
+    request = VectorRequest(
+        project=tenant.project,
+        space=started.space,
+        query=started.wait({}),
+        filters=filters,
+        limit=8,
+        size=12,
+        linked=set(),
+        distance_ids=[],
+        link_limit=link_limit,
+    )
+    signal = vector_signal_get(request)
     assert len(signal.nearest) == 8
     assert len(signal.links) == linked
     assert set(signal.links) == {memory_id for memory_id, _ in signal.nearest[:linked]}

@@ -33,12 +33,18 @@ TURNS = [
 
 def _ranking(project, user, *, mode, lane_rows, settings, **retrieval):
     settings.RETRIEVAL = {
-        **settings.RETRIEVAL, "VECTOR_LANE_MIN_ROWS": lane_rows, **retrieval,
-    }  # fmt: skip
+        **settings.RETRIEVAL,
+        "VECTOR_LANE_MIN_ROWS": lane_rows,
+        **retrieval,
+    }
     result = memory_search(
-        project=project, query="what does the cat do during the storm", mode=mode,
-        filters=SearchFilters(end_user_id=user.pk if user else None), k=2, explain=True,
-    )  # fmt: skip
+        project=project,
+        query="what does the cat do during the storm",
+        mode=mode,
+        filters=SearchFilters(end_user_id=user.pk if user else None),
+        k=2,
+        explain=True,
+    )
     # recency is a function of the time of the search: the rest of each explanation
     explained = [
         (hit.memory.pk, hit.score, {k: v for k, v in hit.explain.items() if k != "recency"})
@@ -62,7 +68,7 @@ def test_a_search_ranks_the_same_in_the_lane_as_in_sequence(owner, settings, mod
             content=text,
             content_hash=content_hash(text),
             room=None,
-        )  # fmt: skip
+        )
         # every row holds "storm", and there are more rows than candidates asked for:
         # BM25's (the shortest rows) are not all among the vector's nearest, and their
         # distances come after the lane

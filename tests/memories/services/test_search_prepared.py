@@ -68,9 +68,12 @@ def test_equal_scores_come_back_in_the_order_of_their_ids(owner):
     embed_pending()
     for mode in ("keyword", "vector", "auto"):
         result = memory_search(
-            project=owner.project, query="piano lessons", mode=mode, k=10,
+            project=owner.project,
+            query="piano lessons",
+            mode=mode,
+            k=10,
             filters=SearchFilters(end_user_id=alice.pk),
-        )  # fmt: skip
+        )
         ids = [hit.memory.pk for hit in result.hits]
         twins = sorted(
             Memory.objects.filter(content="Piano lessons on Monday").values_list("pk", flat=True)

@@ -77,9 +77,11 @@ def test_a_search_reports_its_wait_for_a_slot_in_its_total(owner, settings):
     settings.SEARCH_CONCURRENCY = 1
     alice = EndUser.objects.create(project=owner.project, external_id="alice")
     Memory.objects.create(
-        project=owner.project, end_user=alice, content="Piano lessons on Monday",
+        project=owner.project,
+        end_user=alice,
+        content="Piano lessons on Monday",
         content_hash=content_hash("Piano lessons on Monday"),
-    )  # fmt: skip
+    )
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:

@@ -9,11 +9,34 @@ from memories.models import EmbeddingSpace, EndUser, Project
 from memories.services.embedding import embedding_space_index_ensure
 from memories.services.search import SearchFilters
 from memories.services.search.vector import vector_candidates
+from memories.services.vector_index import hnsw_ef_search
 from tests.conftest import vector_search_plans
 
 ROWS = 20_000
 FEW = 20
 DIMENSION = 32
+
+# ROWS memories of the project, the first FEW of one user, the rest of another
+INSERT_MEMORIES = """
+    INSERT INTO memories_memory
+        (id, public_id, project_id, end_user_id, kind, role, content,
+         content_json, metadata, content_hash, is_unique, importance,
+         confidence, access_count, status, embedding_status, source_ids,
+         created_at, updated_at)
+    SELECT u, u, %s, CASE WHEN g <= %s THEN %s ELSE %s END,
+           'message', '', 'memory ' || g, '{}', '{}', md5(g::text), false,
+           0.5, 1.0, 0, 'active', 'done', '[]', now(), now()
+    FROM (SELECT gen_random_uuid() AS u, g FROM generate_series(1, %s) g) AS rows
+"""
+# a random vector of the space for each memory of the project
+INSERT_VECTORS = f"""
+    INSERT INTO memories_embedding (memory_id, space_id, vector, created_at)
+    SELECT m.id, %s, (
+        SELECT array_agg(random() - 0.5)::vector
+        FROM generate_series(1, {DIMENSION}) WHERE m.id IS NOT NULL  -- per row
+    ), now()
+    FROM memories_memory m WHERE m.project_id = %s
+"""
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +55,8 @@ def big_space(django_db_setup, django_db_blocker):
         few = EndUser.objects.create(project=project, external_id="few")
         try:
             with connection.cursor() as cursor:
-                cursor.execute(
-                    """
-                    INSERT INTO memories_memory
-                        (id, public_id, project_id, end_user_id, kind, role, content,
-                         content_json, metadata, content_hash, is_unique, importance,
-                         confidence, access_count, status, embedding_status, source_ids,
-                         created_at, updated_at)
-                    SELECT u, u, %s, CASE WHEN g <= %s THEN %s ELSE %s END,
-                           'message', '', 'memory ' || g, '{}', '{}', md5(g::text), false,
-                           0.5, 1.0, 0, 'active', 'done', '[]', now(), now()
-                    FROM (SELECT gen_random_uuid() AS u, g FROM generate_series(1, %s) g) AS rows
-                    """,
-                    [project.pk, FEW, few.pk, crowd.pk, ROWS],
-                )
-                cursor.execute(
-                    f"""
-                    INSERT INTO memories_embedding (memory_id, space_id, vector, created_at)
-                    SELECT m.id, %s, (
-                        SELECT array_agg(random() - 0.5)::vector
-                        FROM generate_series(1, {DIMENSION}) WHERE m.id IS NOT NULL  -- per row
-                    ), now()
-                    FROM memories_memory m WHERE m.project_id = %s
-                    """,
-                    [space.pk, project.pk],
-                )
+                cursor.execute(INSERT_MEMORIES, [project.pk, FEW, few.pk, crowd.pk, ROWS])
+                cursor.execute(INSERT_VECTORS, [space.pk, project.pk])
             embedding_space_index_ensure(space=space)  # one build: faster than row by row
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE memories_memory")
@@ -110,8 +110,6 @@ def test_the_index_is_a_partial_cosine_index_of_the_space(db, big_space):
 
 
 def test_the_hnsw_candidate_list_grows_with_the_square_root_of_the_rows(settings):
-    from memories.services.vector_index import hnsw_ef_search
-
     settings.RETRIEVAL = {
         **settings.RETRIEVAL,
         "HNSW_EF_SEARCH": 100,
