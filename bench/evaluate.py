@@ -109,7 +109,10 @@ def dataset_load(args: argparse.Namespace) -> Dataset:
 def dataset_ingest(
     *, project: Project, dataset: Dataset, progress: Callable[[int], None] | None = None
 ) -> int:
-    """Write every turn as a message memory (through the normal write service)."""
+    """Write every turn as a message memory (through the normal write service), each with
+    an id derived from its user and position: rankings break ties by id, so random ids
+    made two runs of the same code differ in the first decimal (hybrid's fused ranks tie
+    often); these make every run of the same code give the same figures."""
     from memories.services.memories import MemoryInput, memory_create_batch
     from memories.services.revisions import Actor
 
@@ -124,8 +127,9 @@ def dataset_ingest(
                 role=message.role,
                 metadata=message.metadata,
                 created_at=message.created_at,
+                id=uuid.uuid5(EVALUATION_IDS, f"{dialogue.user}/{position}"),
             )
-            for message in dialogue.messages
+            for position, message in enumerate(dialogue.messages)
         ]
         for start in range(0, len(items), WRITE_CHUNK):
             chunk = items[start : start + WRITE_CHUNK]
