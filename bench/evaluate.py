@@ -43,6 +43,7 @@ import json
 import secrets
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 
 COLUMNS = ["recall@5", "recall@10", "recall@20", "hit@10"]
 WRITE_CHUNK = 500
+# the namespace of the turns' ids (dataset_ingest)
+EVALUATION_IDS = uuid.UUID("5b3f0d52-7a5e-4c1e-9a57-2f1d6c0e8b11")
 
 
 class Clock:
