@@ -50,26 +50,11 @@ def _time(value: datetime | None) -> str | None:
     return text[: -len("+00:00")] + "Z" if text.endswith("+00:00") else text
 
 
+# a memory's identity and text, its weight and state, its provenance and times
 MEMORY_FIELDS = (
-    "id",
-    "public_id",
-    "kind",
-    "role",
-    "content",
-    "content_json",
-    "metadata",
-    "importance",
-    "pinned",
-    "confidence",
-    "access_count",
-    "accessed_at",
-    "status",
-    "is_unique",
-    "source_ids",
-    "document_id",
-    "chunk_index",
-    "created_at",
-    "updated_at",
+    *("id", "public_id", "kind", "role", "content", "content_json", "metadata"),
+    *("importance", "pinned", "confidence", "access_count", "accessed_at", "status"),
+    *("is_unique", "source_ids", "document_id", "chunk_index", "created_at", "updated_at"),
 )
 
 
