@@ -1,6 +1,6 @@
 """What the operators' console reads: project summaries, the overview's counts and
-per-day series, queue depths, and the users list. Read-only; the console changes
-things through the same services as the API."""
+per-day series, the workers' and queues' health, and the users list. Read-only; the
+console changes things through the same services as the API."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Project
-from memories.providers.redis_client import redis_client
-from memories.services.workers import worker_heartbeats
+from memories.services.worker_health import HealthReport, health_report
 
 logger = logging.getLogger(__name__)
 
@@ -94,9 +92,12 @@ class Overview:
     failed: int
     user_count: int
     active_keys: int
-    queues: dict[str, int | None] = field(default_factory=dict)
-    workers: list[dict[str, Any]] = field(default_factory=list)
+    queues: dict[str, int | None] = field(default_factory=dict)  # tasks waiting, by queue
+    health: HealthReport | None = None  # None: Redis did not answer (redis_error says why)
     redis_error: str = ""
+    # parked tasks (poison messages): memories/services/parking.py parked_tasks_summary(
+    # project=...) goes here, shown by templates/console/overview.html's "parked" card
+    parked: Any = None
 
     @property
     def rows(self) -> list[tuple[str, list[int], int]]:
@@ -127,14 +128,14 @@ def memories_per_day(*, project: Project, days: int = CHART_DAYS) -> list[DayCou
     ]
 
 
-def queue_depths() -> dict[str, int | None]:
-    """Messages waiting in each Celery queue (Redis LLEN); raises on a Redis error."""
-    client = redis_client()
-    names = [queue.name for queue in settings.CELERY_TASK_QUEUES]
-    with client.pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.llen(name)
-        return dict(zip(names, pipe.execute(), strict=True))
+def workers_health() -> tuple[HealthReport | None, str]:
+    """What each worker runs and each queue holds, judged ok/amber/red; or None and the
+    Redis error in words (shown to the operator, never a 500)."""
+    try:
+        return health_report(), ""
+    except Exception as error:  # noqa: BLE001 - shown to the operator, not a 500
+        logger.warning("console overview: Redis unavailable: %s", error)
+        return None, str(error) or type(error).__name__
 
 
 def project_overview(*, project: Project) -> Overview:
@@ -166,12 +167,9 @@ def project_overview(*, project: Project) -> Overview:
         user_count=EndUser.objects.for_project(project).count(),
         active_keys=ApiKey.objects.active().filter(project=project).count(),
     )
-    try:
-        overview.queues = queue_depths()
-        overview.workers = worker_heartbeats()
-    except Exception as error:  # noqa: BLE001 - shown to the operator, not a 500
-        logger.warning("console overview: Redis unavailable: %s", error)
-        overview.redis_error = str(error) or type(error).__name__
+    overview.health, overview.redis_error = workers_health()
+    if overview.health is not None:
+        overview.queues = {queue.name: queue.length for queue in overview.health.queues}
     return overview
 
 

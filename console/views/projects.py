@@ -14,7 +14,12 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from console.forms import ApiKeyCreateForm, SettingsSectionForm
-from console.services.overview import DayCount, project_overview, projects_summarize
+from console.services.overview import (
+    DayCount,
+    project_overview,
+    projects_summarize,
+    workers_health,
+)
 from console.views.access import ConsoleRequest, project_view, projects_visible
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import ApiKey, Membership, SettingsRevision
@@ -63,11 +68,20 @@ def _bars(days: list[DayCount]) -> tuple[list[Bar], int]:
     return bars, top
 
 
+HEALTH_PART = "health"  # ?part=: the workers' and queues' card alone (its HTMX poll)
+
+
 @project_view()
 def overview(request: ConsoleRequest) -> HttpResponse:
-    """Counts by kind and status, memories per day, backlog, queues, workers; a new
-    project's first steps."""
+    """Counts by kind and status, memories per day, backlog, and what each worker runs
+    and each queue holds (ok/amber/red, polled every few seconds); a new project's
+    first steps. Tasks' inputs (ids) are shown to superusers alone: the workers serve
+    every project."""
     project = request.project
+    if request.htmx and request.GET.get("part") == HEALTH_PART:
+        health, redis_error = workers_health()
+        context = _health_context(request, health=health, redis_error=redis_error)
+        return render(request, "console/overview.html#worker-health", context)
     data = project_overview(project=project)
     bars, top = _bars(data.days)
     key = ApiKey.objects.active().filter(project=project).order_by("-created_at").first()
@@ -81,8 +95,13 @@ def overview(request: ConsoleRequest) -> HttpResponse:
         "first_key": f"{KEY_PREFIX}{key.prefix}_…" if key else "",
         "memories_url": request.build_absolute_uri("/api/v1/memories/"),
         "section": "overview",
+        **_health_context(request, health=data.health, redis_error=data.redis_error),
     }
     return render(request, "console/overview.html", context)
+
+
+def _health_context(request: ConsoleRequest, **health: Any) -> dict[str, Any]:
+    return {**health, "show_inputs": request.user.is_superuser, "health_part": HEALTH_PART}
 
 
 def _keys_page(

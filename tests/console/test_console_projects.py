@@ -4,6 +4,8 @@ configuration; viewers read, editors change, outsiders get 404."""
 from __future__ import annotations
 
 import re
+import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,6 +13,8 @@ from django.test import Client
 from django.utils import timezone
 
 from memories.models import ApiKey, Memory, Project, SettingsRevision
+from memories.services import workers
+from memories.services.workers import worker_heartbeat
 from tests.console.operators import operator_client
 
 
@@ -113,6 +117,51 @@ def test_overview_counts_by_kind_and_status(owner, editor, settings):
     assert list(overview.queues) == [queue.name for queue in settings.CELERY_TASK_QUEUES]
     assert all(isinstance(depth, int) for depth in overview.queues.values())
     assert "first memory" not in page.content.decode()
+
+
+FACTS = "synopsis.tasks.facts_extract_task"
+
+
+@pytest.fixture
+def stuck_worker(monkeypatch):
+    """A heartbeat namespace of this test's own, with one worker whose task is stuck."""
+    monkeypatch.setattr(workers, "HEARTBEAT_PREFIX", f"memoryhub:test-worker-{uuid.uuid4().hex}:")
+    started = time.time() - 150
+    stuck = {"task": FACTS, "id": "t1", "input": "[42]", "started_at": started, "soft_limit": 120}
+    worker_heartbeat(hostname="derived@box", info={"queues": ["derived"], "running": [stuck]})
+
+
+def test_the_overview_shows_what_each_worker_runs_and_each_queue_holds(owner, editor, stuck_worker):
+    page = editor.get(project_url(owner.project))
+    html = page.content.decode()
+    card = html[html.index('<section class="card worker-health"') :]
+    card = card[: card.index("</section>")]
+    assert 'data-status="red"' in card
+    assert f"derived@box runs {FACTS} for 2 min 30 s, past its 2 min soft limit" in card
+    assert f"runs <code>{FACTS}</code> for <strong>2 min 30 s</strong>" in card
+    assert "(soft limit 2 min)" in card
+    assert "queue default: no live worker takes it" in card  # nobody embeds
+    assert "takes derived" in card
+    assert "[42]" not in card  # a task's input (a tenant's ids): superusers alone
+    root = operator_client("root", superuser=True)
+    assert "on [42]" in root.get(project_url(owner.project)).content.decode()
+
+
+def test_the_workers_card_is_polled_and_served_alone(owner, editor, stuck_worker):
+    url = project_url(owner.project)
+    html = editor.get(url).content.decode()
+    assert f'hx-get="{url}?part=health" hx-trigger="every 5s"' in html
+    part = editor.get(f"{url}?part=health", HTTP_HX_REQUEST="true").content.decode()
+    assert part.lstrip().startswith('<section class="card worker-health"')
+    assert f"runs <code>{FACTS}</code>" in part and "Added per day" not in part
+
+
+def test_the_overview_says_when_redis_is_down(owner, editor, settings, tmp_path):
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis-here.sock"
+    page = editor.get(project_url(owner.project))
+    assert page.status_code == 200
+    assert "Redis unreachable" in page.content.decode()
+    assert page.context["overview"].health is None
 
 
 def test_the_chart_has_30_bars_with_the_days_counts(owner, editor):
