@@ -12,7 +12,7 @@ from tests.memoryhub.test_supervisor import hub_state_write
 
 
 @pytest.fixture
-def heartbeats(monkeypatch):
+def heartbeats(monkeypatch, queues_empty):
     """A heartbeat namespace of this test's own, so a worker another test started (or
     the one a developer runs on this Redis) cannot make /ready/ pass."""
     monkeypatch.setattr(workers, "HEARTBEAT_PREFIX", f"memoryhub:test-worker-{uuid.uuid4().hex}:")

@@ -42,7 +42,7 @@ PURGE = "memories.tasks.idempotency_keys_purge_task"
 
 
 @pytest.fixture
-def heartbeats(monkeypatch):
+def heartbeats(monkeypatch, queues_empty):
     """A heartbeat namespace of this test's own: no other worker is seen."""
     monkeypatch.setattr(workers, "HEARTBEAT_PREFIX", f"memoryhub:test-worker-{uuid.uuid4().hex}:")
 
