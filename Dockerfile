@@ -1,4 +1,6 @@
-# One image for web, worker and beat (docker-compose.yml).
+# One image for web, the two worker pools and beat (docker-compose.yml): the workers run
+#   celery -A memoryhub worker --queues default --hostname embed@%h  (embedding)
+#   celery -A memoryhub worker --queues derived,ingestion,maintenance --hostname derived@%h
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \

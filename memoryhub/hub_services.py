@@ -1,5 +1,5 @@
-"""What `manage.py hub` supervises: its child processes (web, worker, beat), the
-embedded PostgreSQL and Redis, and the checks that say whether they answer."""
+"""What `manage.py hub` supervises: its child processes (web, the worker pools, beat),
+the embedded PostgreSQL and Redis, and the checks that say whether they answer."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -116,6 +117,51 @@ class ChildProcess:
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
+
+
+# --- the worker pools ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """A Celery worker process of its own for some queues, with its own concurrency.
+
+    ``name`` is the hub's service (its log: logs/<name>.log) and ``hostname`` the
+    worker's: /ready/ (memoryhub/health.py) knows a service's heartbeats by the hostname
+    starting with the service's name after "worker-" ("worker-embed": "embed@...").
+    docker-compose.yml runs the same pools under the same hostnames."""
+
+    name: str
+    hostname: str
+    queues: tuple[str, ...]  # empty: every queue (settings.CELERY_TASK_QUEUES)
+    concurrency: int
+
+    def command(self, celery: Sequence[str]) -> list[str]:
+        """The worker's command line after ``celery`` (python -m celery -A memoryhub)."""
+        return [
+            *celery,
+            "worker",
+            *("--loglevel", "INFO", "--concurrency", str(self.concurrency)),
+            *("--hostname", self.hostname),
+            *(("--queues", ",".join(self.queues)) if self.queues else ()),
+        ]
+
+
+def worker_pools(*, embed: int, derived: int, single: int | None = None) -> list[WorkerPool]:
+    """The pools `manage.py hub` runs: embedding (`default`: the embedding runs and the
+    backfill, the short core tasks) in a process of its own, so that no backlog of
+    derived memory or documents and no long maintenance run ever stands in front of a
+    write's embedding; the derived memory, documents and maintenance in another. With
+    ``single``, one worker on every queue with that concurrency (the layout before
+    issue 45: one model in memory instead of two)."""
+    if single is not None:
+        return [WorkerPool("worker", "worker@%h", (), single)]
+    return [
+        WorkerPool("worker-embed", "embed@%h", ("default",), embed),
+        WorkerPool(
+            "worker-derived", "derived@%h", ("derived", "ingestion", "maintenance"), derived
+        ),
+    ]
 
 
 # --- the embedded servers ---------------------------------------------------------------

@@ -10,7 +10,8 @@
   JSON error on the API, templates/503.html on the dashboard and admin), not a 500.
   Django closes a broken connection at the end of the request (CONN_HEALTH_CHECKS
   checks a kept one before reuse), so the process recovers by itself once the service
-  is back.
+  is back. Any other failure on the API is a JSON 500 with the request's id, which
+  every response carries (X-Request-ID) and every log line of the request names.
 * ServerTimingMiddleware: every response says how long the hub took to answer it,
   how much of that in the database and on the CPU (``Server-Timing``), so a client can
   tell time in the hub from time getting there, and work from waiting.
@@ -26,10 +27,12 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.log import log_response
 
 from memories.api.errors import outage_detail, outage_log, outage_of, retry_after_seconds
 from memories.api.parsers import json_depth_refusal
 from memories.api.validators import id_problem
+from memories.providers import request_ids
 
 JSON_PREFIXES = ("/api/", "/health/", "/ready/")
 
@@ -160,7 +163,13 @@ def _queued() -> float | None:
 
 
 class ServiceOutageMiddleware:
-    """A view that found PostgreSQL or Redis unreachable answers 503 with Retry-After.
+    """Every response carries its request's id (X-Request-ID: a sane one from a proxy,
+    else a new one; memories/providers/request_ids.py), which every log line written
+    meanwhile names. A view that found PostgreSQL or Redis unreachable answers 503 with
+    Retry-After. Any other failure on the API is a JSON 500 naming the request id, never
+    Django's HTML page: Django turns an exception (a view's, a middleware's) into its
+    500 page, having logged it with its traceback and sent got_request_exception (which
+    error trackers and the test client listen to); on the API that page is replaced.
 
     The API's own exception handler answers for DRF views (memories.api.errors); this
     catches the rest: the dashboard, the admin, plain Django views."""
@@ -169,7 +178,14 @@ class ServiceOutageMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        request_id = request_ids.request_id_choose(request.META.get(request_ids.META_KEY))
+        token = request_ids.current.set(request_id)
+        try:
+            response = _answered(request, self.get_response(request), request_id)
+        finally:
+            request_ids.current.reset(token)
+        response[request_ids.HEADER] = request_id
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         service = outage_of(exception)
@@ -180,10 +196,34 @@ class ServiceOutageMiddleware:
         detail = outage_detail(service)
         if wants_json(request):
             response: HttpResponse = JsonResponse(
-                {"detail": detail, "service": service}, status=503
+                {"detail": detail, "service": service, "request_id": request_ids.current.get()},
+                status=503,
             )
         else:
             page = render_to_string("503.html", {"detail": detail, "retry_after": wait})
             response = HttpResponse(page, status=503)
         response["Retry-After"] = str(wait)
         return response
+
+
+def _answered(request: HttpRequest, response: HttpResponse, request_id: str) -> HttpResponse:
+    """``response`` logged if it is an error (Django's line, written here while the
+    request's id is known; Django writes it after the middleware unless it was), and an
+    HTML 500 on the API replaced by the JSON one."""
+    if response.status_code >= 400:
+        log_response(
+            "%s: %s", response.reason_phrase, request.path, response=response, request=request
+        )
+    if response.status_code == 500 and wants_json(request) and not _is_json(response):
+        response = server_error_json(request_id)
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's mark
+    return response
+
+
+def server_error_json(request_id: str) -> JsonResponse:
+    """The API's 500: no detail of the failure (the log has it), the id that finds it."""
+    return JsonResponse({"detail": "Internal server error.", "request_id": request_id}, status=500)
+
+
+def _is_json(response: HttpResponse) -> bool:
+    return str(response.get("Content-Type", "")).startswith("application/json")

@@ -125,28 +125,33 @@ CACHES = {
 # --- Celery --------------------------------------------------------------------------
 
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
-CELERY_RESULT_BACKEND = None
-CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_IGNORE_RESULT = True  # and no result backend (Celery's default)
 CELERY_TASK_ACKS_LATE = True  # a task is acknowledged after it ran: a killed worker loses none
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)  # for a task without its own
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
+TASK_TIME_LIMITS = os.environ.get("TASK_TIME_LIMITS", "")  # over memories/task_limits.py's
+PARKING_ATTEMPTS = env_int("PARKING_ATTEMPTS", 3)  # failures of an input, then it is parked
+# health (memories/services/worker_health.py): "queue=amber/red" seconds over its defaults
+WORKER_QUEUE_AGE_LIMITS = os.environ.get("WORKER_QUEUE_AGE_LIMITS", "")
+WORKER_TASK_AMBER_SHARE = env_float("WORKER_TASK_AMBER_SHARE", 0.5)
+# a pool process that ends a task above this (MiB; 0 = never) is replaced by a fresh fork
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("WORKER_MAX_MEMORY_PER_CHILD_MB", 1024) * 1024 or None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": 3600,
     "socket_connect_timeout": 0.5,  # a write never waits long on a Redis that is down
-    # nor forever on one that hangs (kombu's default: no timeout); above BRPOP's 1 s
-    "socket_timeout": 5.0,
-    # a send with retry=False (task_sending.py) connects once, not again for 4 s; beat's
-    # sends keep their own max_retries, the worker's consumer its reconnection loop
+    "socket_timeout": 5.0,  # nor forever on one that hangs (kombu: none); above BRPOP's 1 s
+    # a send with retry=False (task_sending.py) connects once; beat and consumers retry
     "max_retries": 0,
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# a worker takes from each queue in turn: a backlog of derived memory (summaries, facts)
-# or of documents never stands in front of the embedding tasks
-CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"), Queue("ingestion"))
+# `default` (embedding, short core tasks) has its own worker pool (hub_services.py)
+CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"), Queue("ingestion"), Queue("maintenance"))
+_MAINTENANCE = ("importance_recompute_task", "prune_task", "prune_queued_task")
 CELERY_TASK_ROUTES = {
+    **{f"memories.tasks.{name}": {"queue": "maintenance"} for name in _MAINTENANCE},
     "ingestion.tasks.document_ingest_task": {"queue": "ingestion"},
     "ingestion.tasks.documents_sweep_task": {"queue": "ingestion"},
     "synopsis.tasks.room_summarize_task": {"queue": "derived"},
@@ -270,8 +275,7 @@ MEMORYHUB: dict[str, Any] = {
     "MAX_BATCH_SIZE": env_int("MEMORYHUB_MAX_BATCH_SIZE", 1_000),
     "MAX_SEARCH_K": env_int("MEMORYHUB_MAX_SEARCH_K", 200),
     "IDEMPOTENCY_KEY_TTL_HOURS": env_int("MEMORYHUB_IDEMPOTENCY_KEY_TTL_HOURS", 24),
-    # hostile input (memoryhub/middleware.py, memories/api/parsers.py); a full batch
-    # (MAX_BATCH_SIZE memories of ~3,000 characters) takes ~3 MB
+    # hostile input (memoryhub/middleware.py, api/parsers.py); a full batch: ~3 MB
     "MAX_BODY_BYTES": env_int("MEMORYHUB_MAX_BODY_BYTES", 16 * 1024 * 1024),
     "MAX_QUERY_BYTES": env_int("MEMORYHUB_MAX_QUERY_BYTES", 4096),
     "MAX_JSON_DEPTH": env_int("MEMORYHUB_MAX_JSON_DEPTH", 32),
@@ -304,11 +308,9 @@ EMBEDDING: dict[str, Any] = {
     # 128/32 found more on long conversation turns than 254/64 or 254/0 (BENCHMARKS.md)
     "WINDOW_TOKENS": env_int("EMBEDDING_WINDOW_TOKENS", 128),
     "WINDOW_OVERLAP": env_int("EMBEDDING_WINDOW_OVERLAP", 32),
-    # one thread: the query is embedded while PostgreSQL runs the keyword query on the
-    # other core; two threads then wait on each other (BENCHMARKS.md)
+    # one thread: the query embeds while PostgreSQL runs the keyword query (BENCHMARKS.md)
     "QUERY_TORCH_THREADS": env_int("EMBEDDING_QUERY_TORCH_THREADS", 1),
-    # on one thread, 4 a pass embedded 1,000 working-memory items 1.2x faster than 16
-    # and grew the process by 15 MiB instead of 70 (BENCHMARKS.md)
+    # 4 a pass on one thread: 1.2x faster than 16, +15 MiB instead of 70 (BENCHMARKS.md)
     "QUERY_BATCH_SIZE": env_int("EMBEDDING_QUERY_BATCH_SIZE", 4),
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
@@ -385,7 +387,7 @@ LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {"plain": {"()": "memories.providers.request_ids.RequestIdFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

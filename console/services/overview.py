@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Project
+from memories.services.parking import ParkedSummary, parked_tasks_summary
 from memories.services.worker_health import HealthReport, health_report
 
 logger = logging.getLogger(__name__)
@@ -95,9 +96,7 @@ class Overview:
     queues: dict[str, int | None] = field(default_factory=dict)  # tasks waiting, by queue
     health: HealthReport | None = None  # None: Redis did not answer (redis_error says why)
     redis_error: str = ""
-    # parked tasks (poison messages): memories/services/parking.py parked_tasks_summary(
-    # project=...) goes here, shown by templates/console/overview.html's "parked" card
-    parked: Any = None
+    parked: ParkedSummary | None = None  # tasks parked on an input (poison messages)
 
     @property
     def rows(self) -> list[tuple[str, list[int], int]]:
@@ -167,6 +166,7 @@ def project_overview(*, project: Project) -> Overview:
         user_count=EndUser.objects.for_project(project).count(),
         active_keys=ApiKey.objects.active().filter(project=project).count(),
     )
+    overview.parked = parked_tasks_summary(project=project)
     overview.health, overview.redis_error = workers_health()
     if overview.health is not None:
         overview.queues = {queue.name: queue.length for queue in overview.health.queues}

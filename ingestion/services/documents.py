@@ -24,6 +24,7 @@ from ingestion.models import Document, DocumentContent
 from ingestion.services.chunks import chunks_delete, chunks_of, chunks_staged
 from memories.models import EndUser, Project
 from memories.providers.task_sending import TaskNotSent, task_send
+from memories.services.concurrency import owners_share_lock
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
 from memories.services.users import end_user_get_or_create
@@ -218,6 +219,8 @@ def document_reingest(
         cleaned = document.chunker_settings
     try:
         with transaction.atomic():
+            # the lock order of memories/services/concurrency.py, as the pipeline's
+            owners_share_lock(project_id=document.project_id, end_user_id=document.end_user_id)
             locked = (
                 Document.objects.select_for_update().select_related("project").get(pk=document.pk)
             )
@@ -232,7 +235,10 @@ def document_reingest(
 def document_delete(*, document: Document, actor: Actor) -> int:
     """Delete the document, its bytes, and every chunk with its vectors (each chunk's
     deletion recorded as a revision); returns how many chunks went. A run of it still
-    going finds the document gone and stops."""
+    going finds the document gone and stops. Its project and user are held first (the
+    lock order of memories/services/concurrency.py), as the pipeline holds them."""
+    if not owners_share_lock(project_id=document.project_id, end_user_id=document.end_user_id):
+        return 0
     locked = Document.objects.select_for_update().filter(pk=document.pk).first()
     if locked is None:
         return 0

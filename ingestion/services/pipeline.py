@@ -36,6 +36,7 @@ from ingestion.services.chunks import (
 from memories.models import Memory, MemoryRevision
 from memories.providers.embeddings import EmbeddingError
 from memories.services import embedding as embedding_pipeline
+from memories.services.concurrency import owners_share_lock
 from memories.services.memories import memories_status_change, memory_create_batch
 from memories.services.revisions import Actor
 
@@ -51,7 +52,13 @@ class DocumentFailure(Exception):
 
 def _locked(document_id: uuid.UUID, version: int) -> Document | None:
     """The document locked in the caller's transaction, if ``version`` is still its
-    version and not finished."""
+    version and not finished. Its project and user are held first (FOR KEY SHARE: the
+    lock order of memories/services/concurrency.py): a delete of either waits for the
+    stage, or the stage for it and then finds the document gone."""
+    owners = Document.objects.values_list("project_id", "end_user_id").filter(pk=document_id)
+    project_id, end_user_id = owners.first() or (None, None)
+    if project_id is None or not owners_share_lock(project_id=project_id, end_user_id=end_user_id):
+        return None
     return (
         Document.objects.select_for_update(of=("self",))
         .select_related("project", "end_user")

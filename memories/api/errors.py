@@ -1,6 +1,8 @@
 """API errors: DRF's shape (``{"detail": "..."}``, or ``{"field": ["message", ...]}``
 for a field), with 401 (not 403) for a missing key, and 503 with Retry-After (not 500)
-while PostgreSQL or Redis is unreachable."""
+while PostgreSQL or Redis is unreachable. A 5xx names the request's id
+(``"request_id"``), as its log lines do; an exception nothing here knows is answered
+by the middleware (memoryhub/middleware.py: a JSON 500)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from memories.providers import request_ids
 from memories.providers.embeddings import EmbeddingError
 from memories.services.idempotency import IdempotencyKeyReused
-from memories.services.memories import MemoryConflict
+from memories.services.matching import MemoryConflict
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +76,13 @@ def body_too_large() -> Response:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = _response(exc, context)
+    if response is not None and response.status_code >= 500 and isinstance(response.data, dict):
+        response.data["request_id"] = request_ids.current.get()
+    return response
+
+
+def _response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, exceptions.NotAuthenticated):
         return Response(
             {"detail": "Authentication required: 'Authorization: Bearer <api key>'."},

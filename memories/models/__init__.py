@@ -13,6 +13,7 @@ from memories.models.memory import (
 )
 from memories.models.operators import Membership, MembershipQuerySet
 from memories.models.synopsis import Synopsis, SynopsisPart, SynopsisRevision
+from memories.models.tasks import ParkedTask
 from memories.models.tenancy import (
     Agent,
     ApiKey,
@@ -42,6 +43,7 @@ __all__ = [
     "Memory",
     "MemoryQuerySet",
     "MemoryRevision",
+    "ParkedTask",
     "Project",
     "Room",
     "RoomQuerySet",

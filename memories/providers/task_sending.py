@@ -57,6 +57,10 @@ def task_send(
             queue=queue,
             countdown=countdown,
             retry=False,
+            # the worker's own limits for the task (memories/task_limits.py): Celery would
+            # copy the sending process's into the message, and those would win
+            time_limit=None,
+            soft_time_limit=None,
         )
     except Exception as error:
         sending_failed(error, name)

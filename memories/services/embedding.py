@@ -127,7 +127,11 @@ def embedding_process_batch(
     """Claim up to ``size`` pending memories, embed them and mark them done; returns the count.
 
     The claim, the vectors and the status change commit together, so a worker killed
-    mid-batch leaves the rows pending for the next one and a re-run does no harm. A
+    mid-batch leaves the rows pending for the next one and a re-run does no harm. The
+    claimed rows stay locked until then: a delete of one of them (or of its user, room or
+    project) waits for the batch and deletes its vectors with it (the lock order of
+    memories/services/concurrency.py), so no row is gone under the write; a row a delete
+    holds is not claimed. A
     batch takes at most WINDOWS_PER_MEMORY x ``size`` windows (at least one memory):
     long texts make smaller batches; the rest stay pending for the next.
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import connection, models
 from django.utils import timezone
 
 from memories.models import (
@@ -24,6 +24,7 @@ from memories.models import (
     SettingsRevision,
     content_hash,
 )
+from memories.services.concurrency import conflict_retried
 from memories.services.embedding import embedding_space_get
 from memories.services.export_checks import export_document_check
 from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, Progress, chunked
@@ -63,14 +64,12 @@ def export_document_import(
     handled, for progress bars.
     """
     checked = export_document_check(document)
-    try:
-        with transaction.atomic():
-            return _import(project, checked, actor, progress)
-    except IntegrityError:
-        # a concurrent writer created one of the same users, rooms or memories: once
-        # more, now that they exist
-        with transaction.atomic():
-            return _import(project, checked, actor, progress)
+    # a concurrent writer that creates one of the same users, rooms, agents or memories
+    # first makes an attempt fail; the next one finds it (concurrency.conflict_retried)
+    keys = sum(len(checked[name]) for name in ("users", "rooms", "agents"))
+    return conflict_retried(
+        lambda: _import(project, checked, actor, progress), keys=keys + 3 * len(checked["memories"])
+    )
 
 
 def _import(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memories.models import (
@@ -19,18 +19,23 @@ from memories.models import (
     Embedding,
     EndUser,
     Memory,
+    MemoryQuerySet,
     MemoryRevision,
     Project,
     Room,
     content_hash,
 )
+from memories.services.concurrency import (
+    conflict_retried,
+    deadlock_retried,
+    memories_lock,
+    owners_share_lock,
+)
 from memories.services.embedding import embedding_enqueue
+from memories.services.exports import chunked
+from memories.services.matching import stored_or_new
 from memories.services.revisions import Actor, revision_build
 from memories.services.stored import memories_stored
-
-
-class MemoryConflict(Exception):
-    """A client-chosen id is already used by a different memory of the project."""
 
 
 @dataclass
@@ -81,23 +86,6 @@ def _external_ids_resolve(
     return found
 
 
-def _unique_key(memory: Memory) -> tuple[Any, ...]:
-    return (memory.end_user_id, memory.room_id, memory.kind, memory.content_hash)
-
-
-def _existing_unique(project: Project, memories: list[Memory]) -> dict[tuple[Any, ...], Memory]:
-    """Already stored `unique` memories with the same text, user, room and kind."""
-    wanted = [m for m in memories if m.is_unique]
-    if not wanted:
-        return {}
-    found = Memory.objects.filter(
-        project=project,
-        is_unique=True,
-        content_hash__in={m.content_hash for m in wanted},
-    ).select_related("end_user", "room")
-    return {_unique_key(m): m for m in found}
-
-
 def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]]) -> Memory:
     memory = Memory(
         project=project,
@@ -127,37 +115,6 @@ def _build(project: Project, item: MemoryInput, rows: dict[str, dict[str, Any]])
     return memory
 
 
-def _ids_assign(project: Project, memories: list[Memory]) -> dict[uuid.UUID, Memory]:
-    """Choose the pk of each memory with a client id and return the project's stored
-    memories with those public ids (the retries).
-
-    A client id is scoped to the project: another project's memory with the same public
-    id or pk is never read, named or blocking. The pk is the client id when no memory
-    anywhere has it (most memories then have pk == public id), else a fresh uuid4. A
-    concurrent writer taking that pk first makes the insert fail; the caller's retry
-    then sees it taken."""
-    client_ids = {m.public_id for m in memories if m.public_id is not None}
-    if not client_ids:
-        for memory in memories:
-            memory.public_id = memory.pk
-        return {}
-    stored = (
-        Memory.objects.for_project(project)
-        .filter(public_id__in=client_ids)
-        .select_related("end_user", "room")
-    )
-    by_id = {memory.public_id: memory for memory in stored}
-    wanted = client_ids - by_id.keys()
-    taken = set(Memory.objects.filter(pk__in=wanted).values_list("pk", flat=True))
-    for memory in memories:
-        if memory.public_id is None:
-            memory.public_id = memory.pk
-        elif memory.public_id not in taken:
-            memory.pk = memory.public_id
-        # else: keep the fresh uuid4 the model gave it
-    return by_id
-
-
 def memory_create_batch(
     *, project: Project, items: list[MemoryInput], actor: Actor
 ) -> list[tuple[Memory, bool]]:
@@ -169,14 +126,17 @@ def memory_create_batch(
     MemoryConflict. Client ids are public ids (Memory), scoped to the project. The
     created ones are finished by memories_stored: a ``create`` revision each, then,
     after the commit, the embedding task and memories_created.
+
+    Concurrent writes of the same ids or `unique` texts (a single create, a batch, an
+    import) end the same way: the one that commits second is tried again until it sees
+    the first's rows (concurrency.conflict_retried), so it never fails on a unique
+    constraint and never stores a second row.
     """
-    try:
-        with transaction.atomic():
-            return _memory_create_batch(project=project, items=items, actor=actor)
-    except IntegrityError:
-        # a concurrent writer stored the same unique text or id first: look again
-        with transaction.atomic():
-            return _memory_create_batch(project=project, items=items, actor=actor)
+    return conflict_retried(
+        lambda: _memory_create_batch(project=project, items=items, actor=actor),
+        # the keys an item can collide on: its pk, its public id, its `unique` text
+        keys=3 * len(items),
+    )
 
 
 def _memory_create_batch(
@@ -188,37 +148,12 @@ def _memory_create_batch(
         "agent": _external_ids_resolve(Agent, project, {i.agent for i in items if i.agent}),
     }
     built = [_build(project, item, rows) for item in items]
-    results = _stored_or_new(project, built)
+    results = stored_or_new(project=project, built=built)
     new = [memory for memory, created in results if created]
-    Memory.objects.bulk_create(new)
+    # inserted in pk order: two batches taking the same ids wait for each other in one
+    # order, never each for the other (a deadlock)
+    Memory.objects.bulk_create(sorted(new, key=lambda memory: memory.pk))
     memories_stored(project=project, memories=new, actor=actor)
-    return results
-
-
-def _stored_or_new(project: Project, built: list[Memory]) -> list[tuple[Memory, bool]]:
-    """Each built memory paired with created=True, or the stored memory it retries (the
-    same client id, or the same `unique` text of the user, room and kind; a repeat
-    within the batch too) with created=False. MemoryConflict for a client id the
-    project uses for another text."""
-    by_id = _ids_assign(project, built)
-    by_unique = _existing_unique(project, built)
-    results: list[tuple[Memory, bool]] = []
-    for memory in built:
-        existing = by_id.get(memory.public_id) or (
-            by_unique.get(_unique_key(memory)) if memory.is_unique else None
-        )
-        if existing is not None:
-            if (
-                existing.public_id == memory.public_id
-                and existing.content_hash != memory.content_hash
-            ):
-                raise MemoryConflict(f"id {memory.public_id} is already used by a different memory")
-            results.append((existing, False))
-            continue
-        by_id[memory.public_id] = memory
-        if memory.is_unique:
-            by_unique[_unique_key(memory)] = memory
-        results.append((memory, True))
     return results
 
 
@@ -319,21 +254,36 @@ def memory_supersede(*, memory: Memory, successor: Memory, actor: Actor) -> Memo
     return memory
 
 
-@transaction.atomic
-def memory_delete(*, memory: Memory, actor: Actor) -> None:
-    """Delete one memory, keeping its last state in a revision."""
+def memory_delete(*, memory: Memory, actor: Actor) -> bool:
+    """Delete one memory, keeping its last state in a revision; False if it was gone
+    already (deleted meanwhile). Waits for a worker that holds it (an embedding batch,
+    a summary archiving it): its vectors are then deleted with it."""
+    return deadlock_retried(lambda: _memory_delete(memory, actor))
+
+
+def _memory_delete(memory: Memory, actor: Actor) -> bool:
+    if not owners_share_lock(project_id=memory.project_id):  # the lock order: concurrency.py
+        return False
+    locked = Memory.objects.select_for_update(of=("self",)).filter(pk=memory.pk).first()
+    if locked is None:
+        return False
     revision_build(
-        memory=memory, action="delete", actor=actor, before=memory.snapshot(), after=None
+        memory=locked, action="delete", actor=actor, before=locked.snapshot(), after=None
     ).save()
-    memory.delete()
+    locked.delete()
+    return True
 
 
-_SNAPSHOT_SQL = "jsonb_build_object({})".format(
-    ", ".join(f"'{name}', {name}" for name in Memory.SNAPSHOT_FIELDS)
-)
+# a revision's `before` of each memory, built in SQL: one statement for many memories
+_DELETE_REVISIONS_SQL = """
+    INSERT INTO memories_memoryrevision
+        (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
+         after, created_at)
+    SELECT project_id, id, public_id, 'delete', %s, %s, jsonb_build_object({}), NULL, %s
+    FROM memories_memory WHERE id = ANY(%s)
+""".format(", ".join(f"'{name}', {name}" for name in Memory.SNAPSHOT_FIELDS))
 
 
-@transaction.atomic
 def memories_delete(
     *,
     project: Project,
@@ -348,34 +298,37 @@ def memories_delete(
     """Delete every memory of a user, room and/or kind, recording each; returns the count.
 
     ``status``, ``start`` (created_at >= start) and ``end`` (created_at < end) narrow it.
+    The memories are locked first (concurrency.memories_lock: after any worker holding
+    one has committed its vectors or summary) and exactly those are recorded and deleted.
     """
-    queryset = Memory.objects.for_project(project)
+    narrowed = {
+        "end_user": end_user,
+        "room": room,
+        "kind__in": kinds or None,
+        "status": status or None,
+        "created_at__gte": start,
+        "created_at__lt": end,
+    }
+    queryset = Memory.objects.for_project(project).filter(
+        **{name: value for name, value in narrowed.items() if value is not None}
+    )
+    return deadlock_retried(lambda: _memories_delete(project, queryset, end_user, actor))
+
+
+def _memories_delete(
+    project: Project, memories: MemoryQuerySet, end_user: EndUser | None, actor: Actor
+) -> int:
+    if not owners_share_lock(project_id=project.pk):  # the lock order: concurrency.py
+        return 0
     if end_user is not None:
-        queryset = queryset.filter(end_user=end_user)
-    if room is not None:
-        queryset = queryset.filter(room=room)
-    if kinds:
-        queryset = queryset.of_kind(*kinds)
-    if status:
-        queryset = queryset.filter(status=status)
-    if start is not None:
-        queryset = queryset.filter(created_at__gte=start)
-    if end is not None:
-        queryset = queryset.filter(created_at__lt=end)
-    ids_sql, params = queryset.values("id").query.sql_with_params()
-    with connection.cursor() as cursor:
-        # one statement for any number of rows: the revisions are built in SQL
-        cursor.execute(
-            f"""
-            INSERT INTO memories_memoryrevision
-                (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
-                 after, created_at)
-            SELECT project_id, id, public_id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
-            FROM memories_memory WHERE id IN ({ids_sql})
-            """,
+        # as the fact workers do before they lock the user's facts (in their own order)
+        EndUser.objects.select_for_update(no_key=True).filter(pk=end_user.pk).first()
+    deleted = 0
+    for ids in chunked(memories_lock(memories)):
+        with connection.cursor() as cursor:
             # the app's clock, as for every other revision: the database's now() is the
             # transaction's start on another host's clock and can sort a delete first
-            [actor.type, actor.name, timezone.now(), *params],
-        )
-    _, per_model = queryset.delete()
-    return per_model.get(Memory._meta.label, 0)
+            cursor.execute(_DELETE_REVISIONS_SQL, [actor.type, actor.name, timezone.now(), ids])
+        _, per_model = Memory.objects.filter(pk__in=ids).delete()
+        deleted += per_model.get(Memory._meta.label, 0)
+    return deleted

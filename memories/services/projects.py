@@ -12,8 +12,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memories.models import ApiKey, Project
+from memories.models import ApiKey, Memory, Project
 from memories.providers.kept import Kept
+from memories.services.concurrency import deadlock_retried, memories_lock
 
 KEY_PREFIX = "mh_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -26,6 +27,27 @@ def _hash(raw_key: str) -> str:
 def project_get_or_create(*, name: str) -> tuple[Project, bool]:
     """The project called ``name``, created if it does not exist yet."""
     return Project.objects.get_or_create(name=name)
+
+
+def project_delete(*, project: Project) -> bool:
+    """Delete a project and everything it holds (its revisions too); False if it was
+    gone already.
+
+    The project's row is locked first, then its memories in primary-key order (the
+    lock order: concurrency.py): a worker embedding, summarizing or ingesting for it has
+    committed by then (its rows are deleted with the rest), or waits and finds the
+    project gone. The database's ON DELETE CASCADE removes anything a writer outside
+    that order committed after Django's collector read the project's rows."""
+    return deadlock_retried(lambda: _project_delete(project))
+
+
+def _project_delete(project: Project) -> bool:
+    locked = Project.objects.select_for_update().filter(pk=project.pk).first()
+    if locked is None:
+        return False
+    memories_lock(Memory.objects.for_project(locked))
+    locked.delete()
+    return True
 
 
 @transaction.atomic

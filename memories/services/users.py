@@ -11,6 +11,7 @@ from django.db import transaction
 
 from memories.models import Agent, EndUser, Project, Room
 from memories.providers.kept import Kept
+from memories.services.concurrency import deadlock_retried, owners_share_lock
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
 from memories.services.working import WorkingMemoryUnavailable, working_clear
@@ -66,11 +67,31 @@ def end_user_update(*, end_user: EndUser, changes: dict[str, Any]) -> EndUser:
     return end_user
 
 
-@transaction.atomic
 def end_user_delete(*, end_user: EndUser, actor: Actor) -> int:
-    """Delete a user and all its memories (each recorded); returns the memory count."""
-    count = memories_delete(project=end_user.project, end_user=end_user, actor=actor)
-    end_user.delete()
+    """Delete a user and all its memories (each recorded); returns the memory count.
+
+    The user's row is locked first (the lock order: concurrency.py): a worker writing
+    beneath the user (a summary, a fact, a document's chunks) has committed by then, or
+    waits and then finds the user gone; nothing of the user's is left behind. A user
+    deleted meanwhile: 0."""
+    return deadlock_retried(lambda: _owner_delete(end_user, actor))
+
+
+def _owner_delete(row: EndUser | Room, actor: Actor) -> int:
+    """Delete a user or a room and its memories, its project held (FOR KEY SHARE) and
+    its row locked (FOR UPDATE) first; 0 if it is gone."""
+    if not owners_share_lock(project_id=row.project_id):
+        return 0
+    manager: Any = type(row).objects
+    locked = manager.select_for_update().filter(pk=row.pk).first()
+    if locked is None:
+        return 0
+    scope = {"room": locked} if isinstance(locked, Room) else {"end_user": locked}
+    count = memories_delete(project=row.project, actor=actor, **scope)
+    if isinstance(locked, Room):
+        gone = Room(pk=row.pk, project_id=row.project_id)
+        transaction.on_commit(partial(_working_clear, gone))
+    locked.delete()
     return count
 
 
@@ -108,14 +129,11 @@ def room_update(*, room: Room, changes: dict[str, Any]) -> Room:
     return room
 
 
-@transaction.atomic
 def room_delete(*, room: Room, actor: Actor) -> int:
     """Delete a room and all its memories (each recorded), and after the commit its
-    working memory; returns the memory count."""
-    count = memories_delete(project=room.project, room=room, actor=actor)
-    transaction.on_commit(partial(_working_clear, Room(pk=room.pk, project_id=room.project_id)))
-    room.delete()
-    return count
+    working memory; returns the memory count. Locked first, as a user is
+    (end_user_delete); a room deleted meanwhile: 0."""
+    return deadlock_retried(lambda: _owner_delete(room, actor))
 
 
 def _working_clear(room: Room) -> None:

@@ -40,7 +40,6 @@ QUEUE_AGE_LIMITS: dict[str, tuple[float, float]] = {
     "maintenance": (3600.0, 4 * 3600.0),
 }
 OTHER_QUEUE_AGE_LIMITS = (300.0, 1800.0)
-TASK_AMBER_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,10 @@ class Limits:
 
     @classmethod
     def from_settings(cls) -> Limits:
-        configured = getattr(settings, "WORKER_QUEUE_AGE_LIMITS", None) or {}
+        configured: str | dict[str, tuple[float, float]] = settings.WORKER_QUEUE_AGE_LIMITS or {}
         if isinstance(configured, str):
             configured = queue_age_limits_parse(configured)
-        share = getattr(settings, "WORKER_TASK_AMBER_SHARE", TASK_AMBER_SHARE)
+        share = settings.WORKER_TASK_AMBER_SHARE
         return cls({**QUEUE_AGE_LIMITS, **configured}, float(share))
 
     def for_queue(self, name: str) -> tuple[float, float]:

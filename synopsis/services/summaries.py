@@ -6,7 +6,8 @@ archived and its predecessor superseded commit together or not at all, so a work
 killed mid-way leaves no trace and the next sweep does the batch again. A session
 advisory lock per room keeps two workers off the same room; the summarizer (possibly
 a slow LLM call) runs outside any transaction, and the write checks that the batch
-and the chain are still what the draft was made from.
+and the chain are still what the draft was made from, and that the room and its user
+still exist: a summary of what was deleted meanwhile is dropped.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import redis
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from memories.models import Memory, Room
 from memories.providers.redis_client import redis_client
 from memories.providers.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
 from memories.services.buffer import room_messages, room_summary_latest
+from memories.services.concurrency import owners_share_lock, references_gone
 from memories.services.configuration import room_settings_get
 from memories.services.memories import MemoryInput, memories_status_change, memory_create_batch
 from memories.services.revisions import Actor
@@ -96,26 +98,15 @@ def _batch_summarize(room_id: int) -> Memory | None:
         project_id=room.project_id,
     )
     seconds = time.perf_counter() - clock
-    with transaction.atomic():
-        locked = list(
-            Memory.objects.select_for_update()
-            .filter(pk__in=[m.pk for m in batch], status=Memory.Status.ACTIVE)
-            .order_by("created_at", "id")
-        )
-        if len(locked) != len(batch) or _latest_id(room) != (previous and previous.pk):
-            logger.info("room %s changed while summarizing; trying again later", room_id)
-            return None
-        summary = _summary_write(room, batch, previous, draft, seconds)
-        memories_status_change(
-            memories=locked, status=Memory.Status.ARCHIVED, action="archive", actor=ACTOR
-        )
-        if previous is not None:
-            memories_status_change(
-                memories=[Memory.objects.select_for_update().get(pk=previous.pk)],
-                status=Memory.Status.SUPERSEDED,
-                action="supersede",
-                actor=ACTOR,
-            )
+    try:
+        summary = _batch_write(room, batch, previous, draft, seconds)
+    except IntegrityError as error:
+        if not references_gone(error):
+            raise
+        summary = None  # what the summary names was deleted as it committed
+    if summary is None:
+        logger.info("room %s changed while summarizing; the summary is dropped", room_id)
+        return None
     logger.info(
         "room %s: %d messages summarized by %s in %.2f s",
         room_id,
@@ -123,6 +114,41 @@ def _batch_summarize(room_id: int) -> Memory | None:
         draft.summarizer,
         seconds,
     )
+    return summary
+
+
+@transaction.atomic
+def _batch_write(
+    room: Room, batch: list[Any], previous: Memory | None, draft: SummaryDraft, seconds: float
+) -> Memory | None:
+    """Write the summary of ``batch``, archive the batch and supersede ``previous``; None
+    (nothing written) if the room, its user or one of those memories was deleted or
+    changed since the draft was made. Locks in the order deletes take them
+    (memories/services/concurrency.py): the owners first, then the memories in pk
+    order, so a delete of the room or the user waits for this or this for it."""
+    user_id = _only([m.end_user_id for m in batch])  # the summary's user
+    if not owners_share_lock(project_id=room.project_id, room_id=room.pk, end_user_id=user_id):
+        return None
+    ids = [m.pk for m in batch] + ([previous.pk] if previous is not None else [])
+    locked = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+    archived = [locked[m.pk] for m in batch if m.pk in locked]
+    if (
+        any(m.status != Memory.Status.ACTIVE for m in archived)
+        or len(archived) != len(batch)
+        or _latest_id(room) != (previous and previous.pk)
+    ):
+        return None
+    summary = _summary_write(room, batch, previous, draft, seconds)
+    memories_status_change(
+        memories=archived, status=Memory.Status.ARCHIVED, action="archive", actor=ACTOR
+    )
+    if previous is not None:
+        memories_status_change(
+            memories=[locked[previous.pk]],
+            status=Memory.Status.SUPERSEDED,
+            action="supersede",
+            actor=ACTOR,
+        )
     return summary
 
 

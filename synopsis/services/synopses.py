@@ -19,12 +19,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from django.db import IntegrityError
 from django.utils import timezone
 
 from memories.config import SynopsisSettings
 from memories.models import EndUser, Memory, Synopsis
 from memories.models.synopsis import IDENTITY, PARTS
 from memories.providers.task_sending import task_send
+from memories.services.concurrency import references_gone
 from memories.services.configuration import project_settings_get
 from memories.services.synopsis import (
     FRESH,
@@ -60,7 +62,13 @@ def synopsis_generate(
     if not todo:
         return []
     drafts = [_draft(user, part, config) for part in todo]
-    stored = synopsis_store(end_user=user, drafts=drafts)
+    try:
+        stored = synopsis_store(end_user=user, drafts=drafts)
+    except IntegrityError as error:
+        if not references_gone(error):
+            raise
+        logger.info("user %s was deleted while their synopsis was made; dropped", end_user_id)
+        return []
     logger.info("synopsis of user %s: %s regenerated", end_user_id, ", ".join(stored) or "none")
     return stored
 

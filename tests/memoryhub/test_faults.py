@@ -125,13 +125,17 @@ def redis_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
 
 
 def worker_killed(hub: Hub, writers: Writers) -> dict[str, Any]:
-    [worker] = hub.role_processes()["worker_main"]
+    [worker] = [
+        process
+        for process in hub.role_processes()["worker_main"]
+        if "embed@" in " ".join(process.cmdline())
+    ]
     killed = time.monotonic()
     worker.send_signal(signal.SIGKILL)
     seconds = wait_for(
         "the worker is restarted and its heartbeat makes /ready/ 200",
         hub,
-        lambda: restarts(hub, "worker") >= 1 and ready(hub).get("status") == "ok",
+        lambda: restarts(hub, "worker-embed") >= 1 and ready(hub).get("status") == "ok",
         timeout=60,
     )
     return {**outage(writers.writes, killed), "worker_ready_after": round(seconds, 2)}

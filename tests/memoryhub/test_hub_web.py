@@ -33,7 +33,7 @@ def test_children_get_two_malloc_arenas_unless_told_otherwise(tmp_path, given, a
     command = Command()
     options = vars(command.create_parser("manage.py", "hub").parse_args([]))
     children = command.children({"PATH": "/bin", **given}, options, tmp_path)
-    assert {child.name for child in children} == {"web", "worker", "beat"}
+    assert {child.name for child in children} == {"web", "worker-embed", "worker-derived", "beat"}
     for child in children:
         assert child.env["MALLOC_ARENA_MAX"] == arenas
         assert child.env["PATH"] == "/bin"

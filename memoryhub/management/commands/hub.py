@@ -2,9 +2,10 @@
 
 Starts (or attaches to) the embedded PostgreSQL and Redis unless DATABASE_URL /
 REDIS_URL point elsewhere, applies migrations, makes sure a demo project with an
-API key and an operator login exist, then runs the web server (gunicorn), a
-Celery worker and Celery beat until Ctrl-C or SIGTERM, which stops them all cleanly.
-Meanwhile it supervises all five (memoryhub/supervisor.py): what dies is started
+API key and an operator login exist, then runs the web server (gunicorn), the Celery
+worker pools (embedding apart from the rest: memoryhub/hub_services.py worker_pools) and
+Celery beat until Ctrl-C or SIGTERM, which stops them all cleanly. Meanwhile it
+supervises them and the embedded servers (memoryhub/supervisor.py): what dies is started
 again with backoff; the children's output goes to the terminal and to
 <data folder>/logs/<name>.log.
 """
@@ -37,8 +38,10 @@ from memoryhub.hub_services import (
     ChildProcess,
     EmbeddedPostgresService,
     EmbeddedRedisService,
+    WorkerPool,
     database_check,
     redis_check,
+    worker_pools,
 )
 from memoryhub.supervisor import STATE_FILE, Probe, Supervisor, SupervisorGaveUp
 
@@ -47,7 +50,7 @@ DEMO_OPERATOR = "operator"
 
 
 class Command(BaseCommand):
-    help = "Run the hub: embedded services, migrations, demo credentials, web, worker and beat."
+    help = "Run the hub: embedded services, migrations, demo credentials, web, workers and beat."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -63,7 +66,31 @@ class Command(BaseCommand):
             "searches wait for their slots (SEARCH_CONCURRENCY)",
         )
         parser.add_argument(
-            "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "1"))
+            "--embed-concurrency",
+            type=int,
+            default=int(os.environ.get("WORKER_EMBED_CONCURRENCY", "1")),
+            help="processes of the embedding worker (queue default); one process already "
+            "uses every core (EMBEDDING_TORCH_THREADS, EMBEDDING_LANES)",
+        )
+        parser.add_argument(
+            "--derived-concurrency",
+            type=int,
+            default=int(os.environ.get("WORKER_DERIVED_CONCURRENCY", "1")),
+            help="processes of the worker for derived memory, documents and maintenance "
+            "(queues derived, ingestion, maintenance); more when an LLM does the work",
+        )
+        parser.add_argument(
+            "--worker-pools",
+            choices=["split", "single"],
+            default=os.environ.get("WORKER_POOLS", "split"),
+            help="split (default): the pools above; single: one worker on every queue "
+            "(--worker-concurrency), one embedding model in memory instead of two",
+        )
+        parser.add_argument(
+            "--worker-concurrency",
+            type=int,
+            default=int(os.environ.get("WORKER_CONCURRENCY", "1")),
+            help="processes of the single worker (--worker-pools single)",
         )
         parser.add_argument("--no-demo", action="store_true", help="do not create demo credentials")
 
@@ -169,8 +196,8 @@ class Command(BaseCommand):
     def children(
         self, env: dict[str, str], options: dict[str, Any], folder: Path
     ) -> list[ChildProcess]:
-        """The web server, the worker and beat; the worker and beat need the database
-        and Redis to start (beat exits when the database goes away)."""
+        """The web server, the worker pools and beat; the workers and beat need the
+        database and Redis to start (beat exits when the database goes away)."""
         # glibc gives each thread that allocates its own malloc arena (up to 8 per core),
         # and a web process has 16 threads: two arenas held the web's peak RSS 390 -> 318
         # MiB in a quick bench (BENCHMARKS.md). The Dockerfile sets the same.
@@ -178,7 +205,7 @@ class Command(BaseCommand):
         celery = [sys.executable, "-m", "celery", "-A", "memoryhub"]
         commands = {
             "web": [sys.executable, "-m", "gunicorn", "memoryhub.wsgi", *web_options(options)],
-            "worker": [*celery, "worker", *worker_options(options)],
+            **{pool.name: pool.command(celery) for pool in pools_of(options)},
             "beat": [*celery, "beat", "--loglevel", "INFO"],
         }
         return [
@@ -252,9 +279,9 @@ def web_options(options: dict[str, Any]) -> list[str]:
     ]
 
 
-def worker_options(options: dict[str, Any]) -> list[str]:
-    """The Celery worker's command line after ``worker``."""
-    return [
-        *("--loglevel", "INFO", "--concurrency", str(options["worker_concurrency"])),
-        *("--hostname", "worker@%h"),
-    ]
+def pools_of(options: dict[str, Any]) -> list[WorkerPool]:
+    """The worker pools the options ask for (hub_services.worker_pools)."""
+    single = options["worker_concurrency"] if options["worker_pools"] == "single" else None
+    return worker_pools(
+        embed=options["embed_concurrency"], derived=options["derived_concurrency"], single=single
+    )
