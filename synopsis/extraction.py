@@ -17,6 +17,7 @@ from datetime import date
 from typing import Any
 
 from memories.structured import GOAL_STATUSES, MAX_TERM
+from synopsis.extraction_lexicon import SENTENCE_BREAK
 from synopsis.extraction_offline import (
     CATEGORIES,
     FACT,
@@ -72,8 +73,10 @@ value in lower case, e.g. "location.home" and "lisbon"; otherwise null.
 date as YYYY-MM-DD if the user gave one, else null; otherwise null.
 At most {MAX_FACTS} facts. If there is nothing worth remembering, answer {{"facts": []}}."""
 
-FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
-SENTENCE = re.compile(r"(?<=[.!?…])\s+|\s*\n+\s*")
+# an answer in a ```json fence: the body is what lies between the fences, stripped (was
+# "^```(?:json)?\s*(.*?)\s*```$": the lazy body tried "\s*```" at every character, n² on
+# an answer of spaces; the closing fence is the last thing either way)
+FENCE = re.compile(r"^```(?:json)?\s*+(.*)```$", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -134,17 +137,17 @@ def facts_parse(answer: str, *, text: str) -> list[FactDraft]:
     ``text``; AnswerError naming the first fault if any fact breaks a rule."""
     body = answer.strip()
     if fenced := FENCE.match(body):
-        body = fenced[1]
+        body = fenced[1].rstrip()
     try:
         data = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # json.loads recurses: "[[[[..." is deep
         raise AnswerError(f"malformed: not JSON ({exc}): {answer[:200]!r}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
         raise AnswerError('invalid: expected an object with a "facts" list')
     facts = data["facts"]
     if len(facts) > MAX_FACTS:
         raise AnswerError(f"invalid: {len(facts)} facts, at most {MAX_FACTS}")
-    sentences = [s for s in SENTENCE.split(text.strip()) if s]
+    sentences = [s for s in SENTENCE_BREAK.split(text.strip()) if s]
     return [_draft(item, f"facts[{n}]", sentences) for n, item in enumerate(facts)]
 
 

@@ -28,6 +28,11 @@ from synopsis.extraction_lexicon import (
 CATEGORIES: tuple[str, ...] = FACT_CATEGORIES
 FACT, RELATIONSHIP, GOAL = "fact", "relationship", "goal"  # memories.models.Memory.Kind
 EXPLICIT, CLEAR, HEDGED = 0.8, 0.7, 0.6  # confidence: "my name is", plain, "I think"
+# trailing fillers and time phrases come off one per round ("pizza a lot too lol": three)
+TRIM_ROUNDS = 10
+# the separators of a list's items; tried where a whitespace run starts, or at the comma
+# right after the previous separator (whose trailing spaces it took)
+LIST_SEPARATOR = re.compile(r"(?:(?<!\s)|(?=,))(?:\s*+,\s*+(?:and\s+|or\s+)?|\s++(?:and|or)\s+)")
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,15 @@ def tail(text: str, *, max_words: int, keep_time: bool = False) -> str | None:
     if not LIST.match(text):  # "cats, dogs, and pollen" is one object
         text = COMMA.split(text, maxsplit=1)[0]
     text = text.strip(" .!?…'\")")
-    previous = None
-    while previous != text:
+    for _ in range(TRIM_ROUNDS):
         previous = text
         text = TRAILING.sub("", text)
         text = text if keep_time else TRAILING_TIME.sub("", text)
         text = text.strip(" .!?…'\")")
+        if text == previous:
+            break
+    else:
+        return None  # fillers upon fillers ("too too too ..."): not a statement
     text = re.sub(r"\bmy\b", "their", re.sub(r"\bmyself\b", "themselves", text))
     words = text.split()
     if not words or len(words) > max_words or re.search(r"\b(?:I|me|you|your|yours)\b", text):
@@ -89,7 +97,7 @@ def _empty_infinitive(rest: list[str]) -> bool:
 
 def split_list(text: str) -> list[str]:
     """The items of "cats, dogs, and pollen"."""
-    return [item for item in re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", text) if item]
+    return [item for item in LIST_SEPARATOR.split(text) if item]
 
 
 def person_name(text: str, clause: str) -> str | None:

@@ -1,6 +1,13 @@
-"""The offline fact extractor's vocabulary: the English words and phrases it knows (jobs,
+r"""The offline fact extractor's vocabulary: the English words and phrases it knows (jobs,
 relatives, pets, health conditions, fillers, words that are not names) and the regular
-expressions, pure data, that the rules in synopsis/extraction_rules.py are built from."""
+expressions, pure data, that the rules in synopsis/extraction_rules.py are built from.
+
+Every pattern here sees what users type, so each runs in time linear in its text (the
+guard is tests/test_text_linear.py). Two habits keep them so. A pattern that starts with
+whitespace (``\s*``, ``\s+``) is tried only where a whitespace run starts (``(?<!\s)``):
+tried inside a run of n spaces it would rescan the run's rest from each of them (n²,
+and n³ with two quantifiers over the same spaces). And a quantifier followed by what it
+cannot match is possessive (``\s*+,``): nothing to give back, so nothing to retry."""
 
 from __future__ import annotations
 
@@ -113,44 +120,77 @@ FILLERS = _words(
 
 # --- the sentence: hedges, clause breaks, what is not asserted ------------------------
 
+# a sentence ends at whitespace after . ! ? or …, or at a line break with the whitespace
+# around it (tried where a run starts: "\s*\n" from inside a run of n spaces rescans it)
+SENTENCE_BREAK = re.compile(r"(?<=[.!?…])\s+|(?<!\s)\s*\n+\s*")
+# every rule starts from one of these words: a sentence without any is not read further
+FIRST_PERSON = re.compile(r"(?i)\b(?:i|me|my|we)\b")
+ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|vs|etc)\.$")  # "Dr." ends no sentence
+
 HEDGE = re.compile(
     r"(?i)\b(?:i\s+(?:think|guess|believe|suppose|reckon)|probably|maybe|perhaps"
     r"|(?:i'm\s+)?pretty\s+sure|i\s+feel\s+like)\b"
 )
-# the statement ends where another begins (the clause is split there first)
+# the statement ends where another begins (the clause is split there first). A break
+# starts where a whitespace run starts, or at its punctuation (right after the previous
+# break, whose trailing spaces it took); ", but" is "\s*+,\s++" or "\s++", never both
+# ways (the old "\s*,?\s+but" split a run of n spaces n² ways at each of n places)
 CLAUSE_BREAK = re.compile(
-    r"\s*[;:]\s+|\s+[-\u2013\u2014]+\s+|\s*,?\s+but\s+"
-    r"|\s*,?\s+(?:and|although|though|whereas|while|so|because|plus|also)\s+(?=(?:[Ii]|[Mm]y|[Ww]e)\b)"
-    r"|\s*,\s*(?=(?:[Ii]|[Mm]y|[Ww]e|(?:you\s+can\s+|just\s+|please\s+)?call\s+me)\b)"
+    r"(?:(?<!\s)|(?=[;:,]))(?:\s*+[;:]\s+|\s++[-\u2013\u2014]++\s+|(?:\s*+,\s++|\s++)but\s+"
+    r"|(?:\s*+,\s++|\s++)(?:and|although|though|whereas|while|so|because|plus|also)\s++"
+    r"(?=(?:[Ii]|[Mm]y|[Ww]e)\b)"
+    r"|\s*+,\s*+(?=(?:[Ii]|[Mm]y|[Ww]e|(?:you\s++can\s++|just\s++|please\s++)?call\s++me)\b))"
 )
 # what follows these is not a statement of the user's: a hypothetical, or what someone
 # else said ("my sister Ana says ..." keeps "my sister Ana")
+# (read for where it first matches: a whitespace run is tried at its start, and for
+# "said" also at its second space, as it always was: "I said" is the user's own, "I  said"
+# with two spaces is cut at the second)
 NOT_ASSERTED = re.compile(
-    r"\s*\b(?:(?:even\s+|what\s+)?if|unless|suppose|supposing|imagine|assuming|whether|in\s+case)\b"
-    r"|(?<!\b[Ii])(?<!\b[Ww]e)(?<!'ve)\s+(?:always\s+|once\s+|just\s+)?(?:said|says|told|tells"
-    r"|asked|asks|claims|claimed|thinks|thought|believes|mentioned)\b|\s*\baccording\s+to\b"
+    r"(?<!\s)\s*+\b(?:(?:even\s+|what\s+)?if|unless|suppose|supposing|imagine|assuming|whether"
+    r"|in\s+case)\b"
+    r"|(?:(?<!\s)(?<!\b[Ii])(?<!\b[Ww]e)(?<!'ve)|(?<=\s)(?<!\s\s))\s++(?:always\s+|once\s+|just\s+)?"
+    r"(?:said|says|told|tells|asked|asks|claims|claimed|thinks|thought|believes|mentioned)\b"
+    r"|(?<!\s)\s*+\baccording\s+to\b"
 )
 QUESTION = re.compile(
     r"(?i)^\W*(?:do|does|did|are|is|can|could|would|should|will|what|where|who|why|how|when"
     r"|which|have|has|shall|may)\b"
 )
-QUOTED = re.compile(r'"[^"]*"|\u201c[^\u201d]*\u201d')
+# where a quotation may open (synopsis/extraction_offline.py blanks each up to its close:
+# a find per quote, not a pattern, which would rescan the text from every unclosed one)
+QUOTE_OPENING = re.compile('["\u201c]')
+QUOTE_CLOSING = {'"': '"', "\u201c": "\u201d"}
 
 # --- the object of a statement: where it ends, what it is not -------------------------
 
+# (read for where they first match, so they start where a whitespace run starts)
 OBJECT_END = re.compile(
-    r"\s+(?:because|since|when|whenever|while|as\s+long\s+as|so\s+that|but|which|who"
-    r"|although|though|except|unless|if|and\s+(?:[Ii]|my|we|it|that|they|he|she))\b"
-    r"|\s*[;:(!?\u2013\u2014]|\s+-\s+|\.(?:\s|$)"
+    r"(?<!\s)(?:\s++(?:because|since|when|whenever|while|as\s+long\s+as|so\s+that|but|which"
+    r"|who|although|though|except|unless|if|and\s+(?:[Ii]|my|we|it|that|they|he|she))\b"
+    r"|\s*+[;:(!?\u2013\u2014]|\s++-\s+)|\.(?:\s|$)"
 )
-COMMA = re.compile(r"\s*,(?!\d|\s*\d{4}\b)")  # not in "$10,000" or "June 12, 2027"
-LIST = re.compile(r"^[^,]{1,40}(?:,\s*[^,]{1,40})*,?\s+(?:and|or)\s+[^,]{1,40}$")
+COMMA = re.compile(r"(?<!\s)\s*+,(?!\d|\s*+\d{4}\b)")  # not in "$10,000" or "June 12, 2027"
+# "cats, dogs, and pollen": items of 1-40 characters split by commas, the last after
+# "and"/"or". Was "^[^,]{1,40}(?:,\s*[^,]{1,40})*,?\s+(?:and|or)\s+[^,]{1,40}$", which
+# matches the same texts but let "\s*" and the item share each item's leading spaces
+# (2^items tries on a list that fails). Now each comma-separated item is taken whole,
+# one way (its leading spaces, then 1-40 characters, or spaces only); the last item is
+# "and ..." itself, or an item whose "and ..." follows within its first 40 characters,
+# or (the old "\s*" giving all but one space to the item) spaces then "and ..."; no
+# comma: an item of 1-40 characters ending at a whitespace run before "and ...".
+_LIST_END = r"(?:and|or)\s+[^,]{1,40}$"
+LIST = re.compile(
+    rf"^(?:(?:[^,]{{1,40}}(?<!\s)|\s(?=\s))\s++{_LIST_END}"
+    r"|[^,]{1,40}(?:,(?:\s*+[^,\s][^,]{0,39}|\s++)(?=,))*+,"
+    rf"(?:\s*+[^,]{{1,40}}(?<!\s)\s++|\s\s++|\s++){_LIST_END})"
+)
 TRAILING = re.compile(
-    r"(?i)\s+(?:a\s+lot|so\s+much|very\s+much|too|as\s+well|though|lol|haha|btw|by\s+the\s+way"
-    r"|anyway|really|actually|honestly)$"
+    r"(?i)(?<!\s)\s++(?:a\s+lot|so\s+much|very\s+much|too|as\s+well|though|lol|haha|btw"
+    r"|by\s+the\s+way|anyway|really|actually|honestly)$"
 )
 TRAILING_TIME = re.compile(
-    r"(?i)\s+(?:(?:last|this|next)\s+(?:spring|summer|autumn|fall|winter|year|month|week)"
+    r"(?i)(?<!\s)\s++(?:(?:last|this|next)\s+(?:spring|summer|autumn|fall|winter|year|month|week)"
     r"|(?:in|since|back\s+in|around)\s+(?:(?:\w+\s+)?\d{4}|" + MONTH + r")"
     r"|(?:a|one|two|three|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|weeks?|months?|years?)\s+ago"
     r"|recently|lately|these\s+days|nowadays|right\s+now|now|yesterday|today|a\s+while\s+ago)$"

@@ -24,12 +24,16 @@ from synopsis.extraction_drafts import (
     normalize,
 )
 from synopsis.extraction_lexicon import (
+    ABBREVIATION,
     CLAUSE_BREAK,
     FILLERS,
+    FIRST_PERSON,
     HEDGE,
     NOT_ASSERTED,
     QUESTION,
-    QUOTED,
+    QUOTE_CLOSING,
+    QUOTE_OPENING,
+    SENTENCE_BREAK,
 )
 from synopsis.extraction_rules import RULES
 
@@ -45,18 +49,44 @@ __all__ = [
 ]
 
 
+# a statement is a few dozen words: of a longer clause (a pasted log, code, a table
+# without stops) only the first this many characters are mined, cut at a word, so no
+# clause costs the rules more than this much text
+CLAUSE_MAX_CHARS = 1_000
+
+
 def _sentences(text: str) -> Iterator[str]:
     text = text.replace("\u2019", "'").replace("\u2018", "'")
-    pieces = [piece.strip() for piece in re.split(r"(?<=[.!?…])\s+|\s*\n+\s*", text)]
-    sentence = ""
-    for piece in pieces:
-        sentence = f"{sentence} {piece}".strip()
-        if not re.search(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Jr|Sr|vs|etc)\.$", sentence):
-            if sentence:
-                yield sentence
-            sentence = ""
-    if sentence:
-        yield sentence
+    pending: list[str] = []  # pieces ending in "Dr.", "Mr.": the sentence goes on
+    for piece in SENTENCE_BREAK.split(text):
+        if piece := piece.strip():
+            pending.append(piece)
+            # the piece, not the sentence so far: each piece is read once
+            if ABBREVIATION.search(piece):
+                continue
+        if pending:
+            yield " ".join(pending)
+        pending = []
+    if pending:
+        yield " ".join(pending)
+
+
+def _quotes_blanked(text: str) -> str:
+    """Each quotation ("...", \u201c...\u201d) replaced by a space, an opening quote
+    closed by the next closing one; an unclosed one is left. A find per quotation
+    (the pattern '"[^"]*"|\u201c[^\u201d]*\u201d' rescanned the text to its end from
+    every unclosed \u201c: n² on a run of them)."""
+    pieces: list[str] = []
+    done = 0
+    last = {closing: text.rfind(closing) for closing in QUOTE_CLOSING.values()}
+    for opening in QUOTE_OPENING.finditer(text):
+        start, closing = opening.start(), QUOTE_CLOSING[opening[0]]
+        if start < done or last[closing] <= start:
+            continue  # inside the previous quotation, or never closed
+        end = text.index(closing, start + 1)
+        pieces += [text[done:start], " "]
+        done = end + 1
+    return "".join([*pieces, text[done:]])
 
 
 def _prefix_allowed(prefix: str) -> bool:
@@ -66,6 +96,8 @@ def _prefix_allowed(prefix: str) -> bool:
 
 
 def _clause_drafts(clause: str, evidence: str) -> Iterator[FactDraft]:
+    if len(clause) > CLAUSE_MAX_CHARS:
+        clause = clause[: CLAUSE_MAX_CHARS + 1].rsplit(maxsplit=1)[0]
     clause = NOT_ASSERTED.split(clause, maxsplit=1)[0].strip(" ,.!")
     for current in RULES:
         for match in current.pattern.finditer(clause):
@@ -83,9 +115,11 @@ def facts_draft_offline(text: str) -> list[FactDraft]:
     drafts: list[FactDraft] = []
     seen: set[tuple[str, str]] = set()
     for sentence in _sentences(text):
+        if not FIRST_PERSON.search(sentence):
+            continue
         if sentence.rstrip(" )\"'").endswith("?") or QUESTION.match(sentence):
             continue
-        for clause in CLAUSE_BREAK.split(QUOTED.sub(" ", sentence)):
+        for clause in CLAUSE_BREAK.split(_quotes_blanked(sentence)):
             for draft in _clause_drafts(clause.strip(), sentence):
                 if (draft.kind, draft.content.lower()) not in seen:
                     seen.add((draft.kind, draft.content.lower()))

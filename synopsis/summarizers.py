@@ -32,7 +32,9 @@ EXTRACTIVE = "extractive"
 # the first line of an extractive summary, and the prefix of each of its other lines
 HEADER = re.compile(r"^Conversation from (\S+) to (\S+): (.*)$")
 LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}\] [^:]+: (.+)$")
-SENTENCE_BREAK = re.compile(r"(?<=[.!?…])[\"')\]]*\s+|\s*\n\s*")
+# after . ! ? or … (and closing quotes or brackets), or at a line break; tried where a
+# whitespace run starts ("\s*\n" from inside a run of n spaces rescans it: n²)
+SENTENCE_BREAK = re.compile(r"(?<=[.!?…])[\"')\]]*+\s+|(?<!\s)\s*\n\s*")
 # a sentence longer than this is cut (with an ellipsis): one long turn must not be
 # unaffordable as a whole and so vanish from the summary
 SENTENCE_MAX_TOKENS = 80

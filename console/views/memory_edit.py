@@ -116,6 +116,8 @@ class MemoryEditForm(forms.Form):
             raise forms.ValidationError(
                 f"Not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})."
             ) from None
+        except RecursionError:  # the parser's stack, on JSON nested thousands deep
+            raise forms.ValidationError("Nested too deep to read.") from None
         if not isinstance(value, dict):
             raise forms.ValidationError('Must be a JSON object, such as {"topic": "pets"}.')
         return value

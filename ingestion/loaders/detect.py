@@ -18,13 +18,22 @@ CONTROL_SHARE_MAX = 0.05
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _MARKDOWN_NAMES = (".md", ".markdown", ".mdown", ".mkd")
 _HTML_NAMES = (".html", ".htm", ".xhtml")
-# markup that only HTML starts with
+# markup that only HTML starts with: <!doctype html> or <html>, after an XML declaration
+# and comments. The comments are one "<!--.*-->": was "(?:<!--.*?-->\s*)*", which
+# matches the same heads but could split a run of comments into iterations 2^n ways
+# (30 empty comments before a non-HTML character: minutes, in the upload's request)
 _HTML_STRONG = re.compile(
-    r"\A(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b", re.I | re.S
+    r"\A(?:<\?xml[^>]*+>\s*)?(?:<!--.*-->\s*)?<(?:!doctype\s+html|html)\b", re.I | re.S
 )
 _HTML_TAG = re.compile(
     r"<(?:head|body|title|p|div|h[1-6]|table|ul|ol|span|a|br|meta)\b[^>]*>", re.I
 )
+
+
+def _html_tag_found(head: str) -> bool:
+    """Whether ``head`` holds an HTML tag: searched only up to its last ">" (from each "<p"
+    after it the search would scan to the end for a ">" that is not there: n²)."""
+    return bool(_HTML_TAG.search(head, 0, head.rfind(">") + 1))
 
 
 def text_decode(data: bytes, filename: str = "") -> str:
@@ -101,7 +110,7 @@ def _text_type(text: str, name: str) -> str:
     if head[:1] in ("{", "["):
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # json.loads recurses: "[[[[..." is deep
             pass  # text that starts with a bracket
         else:
             return "application/json"
@@ -111,8 +120,8 @@ def _text_type(text: str, name: str) -> str:
     # a Markdown file may hold HTML blocks: its name decides; any other text that
     # starts with an element and holds HTML tags is HTML
     if not markdown_name and (
-        (head.startswith("<") and _HTML_TAG.search(head))
-        or (name.endswith(_HTML_NAMES) and _HTML_TAG.search(head))
+        (head.startswith("<") and _html_tag_found(head))
+        or (name.endswith(_HTML_NAMES) and _html_tag_found(head))
     ):
         return "text/html"
     return "text/markdown" if markdown_name else "text/plain"

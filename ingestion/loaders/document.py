@@ -20,6 +20,9 @@ DOCX = SUPPORTED_TYPES[5]
 # how the types are named to people (error messages)
 TYPE_NAMES = "plain text, Markdown, HTML, JSON, PDF, Word (.docx)"
 PARAGRAPH_BREAK = "\n\n"
+# a title found in the document is cut to what ingestion.models.Document.title holds (a
+# first heading may be a whole line of "#"s: 10,000 characters failed the document's save)
+TITLE_MAX_CHARS = 500
 
 
 class LoaderError(Exception):
@@ -47,6 +50,10 @@ class ParsedDocument:
     mime_type: str
     title: str = ""  # from the document itself when it says (a PDF's title, a first h1)
     spans: list[Span] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.title) > TITLE_MAX_CHARS:
+            object.__setattr__(self, "title", self.title[: TITLE_MAX_CHARS - 1].rstrip() + "…")
 
     def citation(self, start: int, end: int) -> dict[str, object]:
         """What a chunk of characters [start, end) cites: {"page": first page,

@@ -9,8 +9,11 @@ from typing import Any
 
 from .document import HeadingPath, LoaderError, ParsedDocument, Span, TextBuilder
 
-# an ATX heading; CommonMark allows up to three spaces of indentation
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# an ATX heading; CommonMark allows up to three spaces of indentation. The title (group
+# 2) is the shortest text before an optional closing run of "#"s: it is empty or ends
+# with a character that is not a space, so only there is the closing tried (tried after
+# every character, "(.*?)" read each run of spaces once per space in it: n²)
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(|.*?[^ \t\n]))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -84,6 +87,9 @@ _BLOCKS = {
     "caption",
 }
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
+# what html.parser reads as the start of a tag, comment or declaration ("</" alone at the
+# end of the input is text)
+_OPENS = re.compile(r"<(?:[a-zA-Z!?]|/.)", re.S)
 
 
 class _HtmlText(HTMLParser):
@@ -151,6 +157,14 @@ class _HtmlText(HTMLParser):
         self.builder.add(text, heading=self.headings.path)
 
     def close(self) -> None:
+        # A tag, comment or declaration still open at the end of the input runs to its
+        # end and shows nothing, as in a browser and in Python from 3.11.13 (gh-135462).
+        # Before that, html.parser showed its "<" as text and parsed again from the next
+        # "<", each such parse reading to the end: n² ("<a " 80,000 times: 2 minutes).
+        # (With convert_charrefs, as here, feed() stops only at such a construct, at a
+        # lone "<" at the end, in text holding no "<", or inside a <script> or <style>.)
+        if not self.cdata_elem and _OPENS.match(self.rawdata):
+            self.rawdata = ""
         super().close()
         self._flush()
 

@@ -119,6 +119,7 @@ def test_an_edit_changes_the_memory_reembeds_it_and_is_recorded(owner, editor, m
     [
         ({"metadata": "[1, 2]"}, "Must be a JSON object"),
         ({"metadata": '{"topic": '}, "Not valid JSON"),
+        ({"metadata": '{"a": ' * 100_000 + "1" + "}" * 100_000}, "Nested too deep to read."),
         ({"importance": "1.5"}, "less than or equal to 1.0"),
         ({"content": "   "}, "This field may not be blank."),
         ({"metadata": '{"a": "\\u0000"}'}, "Null characters are not allowed."),

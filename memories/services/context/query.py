@@ -6,6 +6,11 @@ from typing import Any
 
 # how many turns of ``messages`` make the query (deer-flow's memory design)
 QUERY_TURNS = 3
+# the longest query made of them: what a query given as such may be (the API's limit,
+# memories/api/context.py). Longer, PostgreSQL's to_tsvector of it in the keyword search
+# costs more than the context is worth, and on some texts n²: a turn of 80,000
+# characters of "<!--" held the request 20 s (10,000: 0.2 s)
+QUERY_MAX_CHARS = 10_000
 ROLES = ("user", "assistant", "system", "tool")
 
 
@@ -43,7 +48,8 @@ def messages_check(messages: Any) -> list[dict[str, Any]]:
 def query_from_messages(messages: list[dict[str, Any]]) -> str:
     """The query of a conversation: its last QUERY_TURNS user messages and final
     assistant replies, oldest first; tool messages and assistant messages that call
-    tools are skipped (they are steps, not what the conversation is about)."""
+    tools are skipped (they are steps, not what the conversation is about). Of a longer
+    text than QUERY_MAX_CHARS, its end (the latest words), from the first whole word."""
     turns: list[str] = []
     for message in reversed(messages):
         role, content = message.get("role"), (message.get("content") or "").strip()
@@ -52,4 +58,15 @@ def query_from_messages(messages: list[dict[str, Any]]) -> str:
             turns.append(content)
         if len(turns) == QUERY_TURNS:
             break
-    return "\n".join(reversed(turns))
+    return _tail("\n".join(reversed(turns)), QUERY_MAX_CHARS)
+
+
+def _tail(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    if text[-limit - 1].isspace():
+        return tail
+    # the word cut in two is left out, unless the tail is one word
+    space = next((at for at, character in enumerate(tail) if character.isspace()), None)
+    return tail[space + 1 :] if space is not None else tail

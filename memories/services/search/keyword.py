@@ -165,10 +165,11 @@ def _word_plan(words: QueryWords, *, size: int, limit: int) -> _WordPlan:
     budget = int(settings.RETRIEVAL["KEYWORD_MAX_MATCHES"])
     estimates = {lexeme: (frequency or 0.0) * size for lexeme, frequency in words}
     selective = _selective_words(estimates, size=size, budget=budget)
+    taken = set(selective)  # a query may hold thousands of words: no list lookups
     return _WordPlan(
         estimates=estimates,
         selective=selective,
-        common=[lexeme for lexeme in estimates if lexeme not in selective],
+        common=[lexeme for lexeme in estimates if lexeme not in taken],
         size=size,
         budget=budget,
         limit=limit,
@@ -264,12 +265,15 @@ def _lexeme_shares(analyzed: Any) -> dict[str, float]:
 
 def _selective_words(estimates: dict[str, float], *, size: int, budget: int) -> list[str]:
     """The rarest words, taken while their estimated rows fit the budget (all of them
-    when the whole filtered set does)."""
+    when the whole filtered set does). The rows are summed as they are taken, in the
+    same order (a query's words are thousands when its text is a pasted document)."""
     selective: list[str] = []
+    rows = 0.0
     for lexeme in sorted(estimates, key=estimates.__getitem__):
-        if size > budget and sum(estimates[w] for w in [*selective, lexeme]) > budget:
+        if size > budget and rows + estimates[lexeme] > budget:
             break
         selective.append(lexeme)
+        rows += estimates[lexeme]
     return selective
 
 

@@ -63,7 +63,39 @@ def winners_load(
         for item in winners
         if item.memory_id in memories
     ]
-    return hits[:k]
+    return sources_first(hits[:k])
+
+
+def sources_first(hits: list[SearchHit]) -> list[SearchHit]:
+    """The hits with each derived memory (a fact, a summary: its ``source_ids``) placed
+    after those of its sources found with it. A source holds what was derived from it
+    and the detail around it: the turn "My sister Ana lives in Lisbon and works as an
+    architect" answers "which city is the user's sister in?", its fact "User's sister is
+    Ana." does not, though its few words are nearer the question's. Scores are left as
+    ranked; with explain, a source moved up says above which memory."""
+    position = {str(hit.memory.public_id): index for index, hit in enumerate(hits)}
+    ordered: list[SearchHit] = []
+    placed: set[int] = set()
+    for index, hit in enumerate(hits):
+        if index in placed:
+            continue
+        for source in sorted(_later_sources(hit, index, position) - placed):
+            if hits[source].explain:
+                hits[source].explain["placed_above"] = str(hit.memory.public_id)
+            ordered.append(hits[source])
+            placed.add(source)
+        ordered.append(hit)
+        placed.add(index)
+    return ordered
+
+
+def _later_sources(hit: SearchHit, index: int, position: dict[str, int]) -> set[int]:
+    """The positions after ``index`` of the hits ``hit`` derives from (none when its
+    source_ids were not loaded: a search that asked for fewer fields)."""
+    if "source_ids" in hit.memory.get_deferred_fields() or not hit.memory.source_ids:
+        return set()
+    found = (position.get(str(source)) for source in hit.memory.source_ids)
+    return {at for at in found if at is not None and at > index}
 
 
 @dataclass(frozen=True)
