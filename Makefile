@@ -9,12 +9,14 @@ BEAM_SIZE ?= 100K
 
 .PHONY: run test lint bench bench-quick bench-long locomo context-eval beam clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# CPU torch first: a plain `torch` requirement would pull gigabytes of CUDA packages
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev]"
+	# the Python client (its own package, clients/python): the tests use it against the hub
+	$(PY) -m pip install --quiet -e ./clients/python
 	touch $(STAMP)
 
 run: $(STAMP)  ## run the hub: embedded PostgreSQL + Redis, web, worker, beat
@@ -28,6 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/mypy memoryhub memories ingestion synopsis console
+	$(VENV)/bin/mypy --strict clients/python/src/memoryhub_client
 
 bench: $(STAMP)  ## write/ingest/search benchmarks (not part of the tests)
 	$(PY) bench/run.py

@@ -3,6 +3,7 @@ an operation can give, with its JSON body (so the schema says what the API does)
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -105,8 +106,12 @@ class ApiAutoSchema(AutoSchema):
         return codes
 
     def _error_ref(self, name: str) -> dict[str, str]:
+        # a copy: the enum post-processing rewrites a component's schema in place (its
+        # "service" enum became a $ref to ServiceEnum), so a second schema of the same
+        # process (/api/schema/ asked twice) referred to a ServiceEnum it no longer had
+        schema = copy.deepcopy(ERROR_SCHEMAS[name])
         component = ResolvedComponent(
-            name=name, type=ResolvedComponent.SCHEMA, schema=ERROR_SCHEMAS[name], object=name
+            name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name
         )
         self.registry.register_on_missing(component)
         return component.ref

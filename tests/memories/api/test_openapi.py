@@ -1,6 +1,8 @@
 """The OpenAPI document: valid, complete, bearer auth, and true to what the API returns
 (a client generated from it must be able to read every response)."""
 
+import json
+import re
 import uuid
 
 import jsonschema
@@ -36,6 +38,16 @@ def test_the_document_is_valid_openapi(schema):
     validate_schema(schema)  # raises on an invalid document
     assert schema["openapi"].startswith("3.")
     assert schema["info"]["title"] == "MemoryHub API"
+
+
+def test_asked_again_the_document_is_the_same_and_every_reference_resolves(schema):
+    """The second schema a process serves is the first: an error component's enum was
+    rewritten in place, and the next document referred to a ServiceEnum it lacked."""
+    again = Client().get("/api/schema/", {"format": "json"}).json()
+    assert again == schema
+    text = json.dumps(again)
+    for name in set(re.findall(r'"#/components/schemas/([^"]+)"', text)):
+        assert name in again["components"]["schemas"], name
 
 
 def test_it_generates_without_warnings(tmp_path):

@@ -1,0 +1,49 @@
+/**
+ * The hub's lists answer keyset pages, `{count, next_cursor, results}`; a `Pages` walks
+ * them lazily: the next page is fetched only when the rows of this one are used up.
+ */
+
+/** One page of a list, as the hub answers it. */
+export interface Page<T> {
+  /** How many rows match the filters, over all pages. */
+  count: number;
+  /** Pass back as `cursor` for the next page; null on the last one. */
+  next_cursor: string | null;
+  results: T[];
+}
+
+export type PageFetcher<T> = (cursor: string | undefined) => Promise<Page<T>>;
+
+/** `for await (const row of pages)` yields every row; `.pages()` yields whole pages. */
+export class Pages<T> implements AsyncIterable<T> {
+  readonly #fetchPage: PageFetcher<T>;
+
+  constructor(fetchPage: PageFetcher<T>) {
+    this.#fetchPage = fetchPage;
+  }
+
+  /** Each page in turn, from the first (or from `cursor`) to the last. */
+  async *pages(cursor?: string): AsyncGenerator<Page<T>, void, undefined> {
+    let next: string | null | undefined = cursor;
+    do {
+      const page: Page<T> = await this.#fetchPage(next ?? undefined);
+      yield page;
+      next = page.next_cursor;
+    } while (next);
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<T, void, undefined> {
+    for await (const page of this.pages()) {
+      yield* page.results;
+    }
+  }
+
+  /** Every row of every page, in order (mind the size of what you ask for). */
+  async toArray(): Promise<T[]> {
+    const rows: T[] = [];
+    for await (const row of this) {
+      rows.push(row);
+    }
+    return rows;
+  }
+}
