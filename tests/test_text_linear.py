@@ -50,6 +50,7 @@ GROWTH = 8  # the larger text is this many times the smaller
 RATIO_MAX = 24.0  # CPU time at GROWTH x n over that at n: ~sqrt(8 x 64)
 CHECK_SECONDS = 30  # one function on every family at both lengths
 MEGABYTE_SECONDS = 20
+MEASURES = 3  # a growth over the bound is measured this many times, the least counts
 MEASURE_SECONDS = 0.005  # measured carefully: the smaller text runs this long at least
 SCREEN_SECONDS = 0.0005  # quicker than this on the larger text: not worth measuring
 TEXT_LENGTH = 1_250  # 8n: the issue's runs of 10,000 characters
@@ -161,6 +162,20 @@ def growth(function: Callable[[str], Any], small: str, large: str) -> float:
     return _cpu(function, large, calls, 3) / max(base, 1e-9)
 
 
+def _least_growth(
+    function: Callable[[str], Any], small: str, large: str, ratio_max: float
+) -> float:
+    """``growth``, measured again while it is over ``ratio_max`` (at most MEASURES times):
+    a trend holds every time, a neighbour's burst of CPU on a shared machine does not
+    (a loaded CI run read 25-31x for the linear chunker once)."""
+    least = float("inf")
+    for _ in range(MEASURES):
+        least = min(least, growth(function, small, large))
+        if least <= ratio_max:
+            break
+    return least
+
+
 def superlinear(
     function: Callable[[str], Any],
     families: dict[str, Callable[[int], str]],
@@ -179,7 +194,7 @@ def superlinear(
         slow = _cpu(function, large)
         if slow < SCREEN_SECONDS or slow <= ratio_max * _cpu(function, small):
             continue
-        if (ratio := growth(function, small, large)) > ratio_max:
+        if (ratio := _least_growth(function, small, large, ratio_max)) > ratio_max:
             found[name] = round(ratio, 1)
     return found
 
