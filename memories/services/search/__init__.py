@@ -31,7 +31,12 @@ from memories.services.search.exact import neighbours_and_distances
 from memories.services.search.filters import SearchFilters
 from memories.services.search.keyword import QueryWords, keyword_candidates
 from memories.services.search.lane import vector_lane_applies, vector_lane_submit
-from memories.services.search.loading import SearchHit, ranking_facts_get, winners_load
+from memories.services.search.loading import (
+    SearchHit,
+    SourcesWithin,
+    ranking_facts_get,
+    winners_load,
+)
 from memories.services.search.neighbours import message_neighbours
 from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 from memories.services.search.ranking import (
@@ -130,7 +135,7 @@ def memory_search(
     with _timed(timings, "rank"):
         ranked = _ranked(pool, mode=mode, policy=policy, threshold=threshold, explain=explain)
     with _timed(timings, "load"):
-        hits = winners_load(ranked, k, fields)
+        hits = winners_load(ranked, k, fields, SourcesWithin(project, filters))
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings, ranked=ranked)
 

@@ -63,3 +63,83 @@ def test_without_explain_nothing_is_added_to_the_hits() -> None:
     fact = hit("User's sister is Ana.", kind="fact", sources=(turn.memory,), explain=False)
     assert contents(sources_first([fact, turn])) == contents([turn, fact])
     assert turn.explain == {}
+
+
+def test_a_fact_brings_its_source_turn_from_below_the_winners(owner) -> None:
+    from memories.models import EndUser, content_hash
+    from memories.services.search import SearchFilters, memory_search
+
+    alice = EndUser.objects.create(project=owner.project, external_id="alice")
+
+    def remember(text: str, **fields: object) -> Memory:
+        return Memory.objects.create(
+            project=owner.project,
+            end_user=alice,
+            content=text,
+            content_hash=content_hash(text),
+            **fields,
+        )
+
+    # six short turns outrank the long one the fact was derived from
+    for note in range(6):
+        remember(f"Ana, my sister, called (note {note})")
+    source = remember(
+        "My sister Ana lives in Lisbon and works as an architect, and she loves the old"
+        " yellow trams, the steep streets, the tiled houses and the river at dusk"
+    )
+    fact = remember("User's sister is Ana.", kind="fact", source_ids=[str(source.public_id)])
+    remember("Ana is a common name", kind="fact", source_ids=["not-an-id"])
+
+    def search(k: int, **filters: object):
+        return memory_search(
+            project=owner.project,
+            query="sister Ana",
+            mode="keyword",
+            k=k,
+            explain=True,
+            filters=SearchFilters(end_user_id=alice.pk, **filters),
+        )
+
+    ranked = [item.memory_id for item in search(10).ranked]
+    assert ranked.index(source.pk) >= 3 > ranked.index(fact.pk)  # by their own scores
+    result = search(3)
+    assert source.pk not in [item.memory_id for item in result.ranked]  # not a candidate
+    hits = result.hits
+    found = [h.memory.pk for h in hits]
+    assert len(hits) == 3 and fact.pk in found
+    assert found.index(source.pk) == found.index(fact.pk) - 1
+    brought = hits[found.index(source.pk)]
+    assert brought.explain["brought_by"] == str(fact.public_id)
+    assert brought.explain["placed_above"] == str(fact.public_id)
+    assert brought.score == hits[found.index(fact.pk)].score and brought.similarity is None
+    # only what the search allows is brought: not a message to a search for facts
+    facts_only = [h.memory.pk for h in search(3, kinds=["fact"]).hits]
+    assert fact.pk in facts_only and source.pk not in facts_only
+
+
+def test_a_source_ranked_below_the_winners_comes_with_its_own_score(owner) -> None:
+    from memories.models import EndUser, content_hash
+    from memories.services.search.loading import winners_load
+    from memories.services.search.ranking import Ranked
+
+    alice = EndUser.objects.create(project=owner.project, external_id="alice")
+    texts = ["a turn", "another turn", "My sister Ana lives in Lisbon", "a later turn"]
+    turns = [
+        Memory.objects.create(
+            project=owner.project, end_user=alice, content=text, content_hash=content_hash(text)
+        )
+        for text in texts
+    ]
+    fact = Memory.objects.create(
+        project=owner.project,
+        end_user=alice,
+        kind="fact",
+        content="User's sister is Ana.",
+        content_hash=content_hash("User's sister is Ana."),
+        source_ids=[str(turns[2].public_id)],
+    )
+    order = [fact, turns[0], turns[1], turns[3], turns[2]]
+    ranked = [Ranked(1.0 - i / 10, m.pk, None, {"base": 1.0 - i / 10}) for i, m in enumerate(order)]
+    hits = winners_load(ranked, 3)
+    assert [h.memory.pk for h in hits] == [turns[2].pk, fact.pk, turns[0].pk]
+    assert hits[0].score == 0.6 and hits[0].explain["brought_by"] == str(fact.public_id)
