@@ -16,7 +16,9 @@ COPY memoryhub memoryhub
 COPY memories memories
 COPY ingestion ingestion
 COPY synopsis synopsis
-RUN pip install --no-cache-dir .
+# the Python client: /mcp/ (memoryhub/mcp.py) serves its tools through it
+COPY clients/python clients/python
+RUN pip install --no-cache-dir . ./clients/python
 COPY . .
 RUN useradd --create-home memoryhub && mkdir -p var staticfiles && chown -R memoryhub /app
 USER memoryhub

