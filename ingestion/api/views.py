@@ -38,7 +38,7 @@ from memories.api.pagination import (
     page_get,
 )
 from memories.api.parsers import DepthLimitedJSONParser
-from memories.api.scoping import actor_of, parse_uuid, project_of
+from memories.api.scoping import actor_of, idempotent, parse_uuid, project_of
 from memories.models import EndUser
 
 TOO_LARGE = OpenApiResponse(description="Larger than INGESTION_MAX_UPLOAD_MB (body not read).")
@@ -173,6 +173,7 @@ class DocumentReingestView(APIView):
         responses={202: s.DocumentOutputSerializer},
         operation_id="v1_documents_reingest",
     )
+    @idempotent
     def post(self, request: Request, document_id: str) -> Response:
         """Ingest the stored bytes again (optionally with another chunker or settings) as
         a new version; the current chunks are served until it is done."""

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api import export_serializers as s
-from memories.api.scoping import actor_of, end_user_get, project_of, room_get
+from memories.api.scoping import actor_of, end_user_get, idempotent, project_of, room_get
 from memories.services.export_checks import ExportInvalid
 from memories.services.exports import end_user_export, room_export
 from memories.services.imports import export_document_import
@@ -51,6 +51,7 @@ class ImportView(APIView):
         request=s.ExportDocumentSerializer,
         responses={201: s.ImportOutputSerializer, 200: s.ImportOutputSerializer},
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         """Import an export document into this key's project, all or nothing: a bad
         field is a 400 naming its path (`memories[3].kind`) and nothing is written.

@@ -21,7 +21,7 @@ from memories.api.pagination import (
     page_serializer,
 )
 from memories.api.schema import ERROR_REF
-from memories.api.scoping import actor_of, api_key_of, end_user_get, project_of
+from memories.api.scoping import actor_of, api_key_of, end_user_get, idempotent, project_of
 from memories.models import MaintenanceRun
 from memories.services.pruning import (
     POLICIES,
@@ -110,6 +110,7 @@ class PruneView(APIView):
             404: OpenApiResponse(ERROR_REF, description="No such user in the project."),
         },
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         """Apply the project's pruning policies (`pruning` settings), or one user's:
         a dry run answers at once with what each policy would prune (and how many pruned

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api.scoping import actor_of, end_user_get, project_of
+from memories.api.scoping import actor_of, end_user_get, idempotent, project_of
 from memories.api.working import ErrorOutputSerializer
 from memories.models import EndUser, Synopsis
 from memories.models.synopsis import PARTS
@@ -228,6 +228,7 @@ class EndUserSynopsisRefreshView(APIView):
             503: OpenApiResponse(ErrorOutputSerializer, description="Redis unreachable."),
         },
     )
+    @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         """Queue the regeneration of the user's unlocked parts, fresh or not (a worker
         writes them; GET shows the result). Locked parts are left as they are."""

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api.fields import ContentField, JSONObjectField
-from memories.api.scoping import parse_uuid, project_of, room_get
+from memories.api.scoping import idempotent, parse_uuid, project_of, room_get
 from memories.models import Room
 from memories.services.users import room_get_or_create
 from memories.services.working import (
@@ -176,6 +176,7 @@ class WorkingMemoryView(WorkingBaseView):
         responses={201: WorkingItemOutputSerializer, 503: UNAVAILABLE},
     )
     @redis_noted
+    @idempotent
     def post(self, request: Request, external_id: str) -> Response:
         """Keep an item in the room's working memory (the room is created if new) for
         `ttl_seconds`. Returns at once: the item is embedded by the first search that

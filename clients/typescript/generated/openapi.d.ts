@@ -2827,7 +2827,10 @@ export interface operations {
     v1_documents_reingest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 document_id: string;
             };
@@ -2901,6 +2904,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Over the API key's rate limit (the project's `limits`). */
             429: {
                 headers: {
@@ -2928,7 +2940,10 @@ export interface operations {
     v1_import_create: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2992,6 +3007,15 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3895,7 +3919,10 @@ export interface operations {
     v1_prune_create: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -3970,6 +3997,15 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4941,7 +4977,10 @@ export interface operations {
     v1_rooms_working_create: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 external_id: string;
             };
@@ -5008,6 +5047,15 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6340,7 +6388,10 @@ export interface operations {
     v1_users_synopsis_refresh_create: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 external_id: string;
             };
@@ -6416,6 +6467,15 @@ export interface operations {
             };
             /** @description The body is not `application/json`. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

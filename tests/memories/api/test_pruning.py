@@ -174,3 +174,15 @@ def test_a_real_worker_carries_out_a_queued_run(owner, celery_worker_process):
     run = MaintenanceRun.objects.get(pk=run_id)
     assert (run.status, run.counts["total"]) == ("ok", 8), run.error
     assert Memory.objects.filter(pk__in=[m.pk for m in rows.values()], status="pruned").count() == 8
+
+
+def test_a_real_run_retried_with_its_idempotency_key_is_queued_once(
+    owner, alice, django_capture_on_commit_callbacks
+):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "prune-1"}
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        first = owner.client.post("/api/v1/prune/", {"dry_run": False}, format="json", **headers)
+        again = owner.client.post("/api/v1/prune/", {"dry_run": False}, format="json", **headers)
+    assert first.status_code == again.status_code == 202
+    assert again.json() == first.json() and again.headers["Idempotent-Replayed"] == "true"
+    assert MaintenanceRun.objects.count() == 1 and len(callbacks) == 1

@@ -276,3 +276,14 @@ def test_responses_match_the_document(owner, counting):
     for method in ("get", "post", "delete"):
         assert "working memory" in schema["paths"][path][method]["tags"]
         assert "Redis restart" in schema["paths"][path][method]["description"]
+
+
+def test_an_add_retried_with_its_idempotency_key_keeps_one_item(owner):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "working-1"}
+    first = owner.client.post(WORKING, {"content": "tool output: 42"}, **headers)
+    again = owner.client.post(WORKING, {"content": "tool output: 42"}, **headers)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() and again.headers["Idempotent-Replayed"] == "true"
+    assert listed(owner)["count"] == 1
+    other = owner.client.post(WORKING, {"content": "another output"}, **headers)
+    assert other.status_code == 422 and listed(owner)["count"] == 1
