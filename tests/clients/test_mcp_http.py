@@ -116,6 +116,29 @@ def test_defaults_from_headers_and_bad_arguments(live_server: Any, owner: Tenant
     run(scenario())
 
 
+def test_a_new_user_or_room_gets_what_there_is_with_a_note(live_server: Any, owner: Tenant) -> None:
+    async def scenario() -> None:
+        async with http_session(live_server.url, owner.raw_key) as session:
+            ask = {"query": "where does Ana live?", "max_tokens": 500}
+            new = data_of(await tool(session, "get_context", user="carol", room="first", **ask))
+            assert (new["prompt"], new["note"]) == (
+                "",
+                "Nothing is remembered about this user yet.",
+            )
+            await tool(
+                session,
+                "remember",
+                content="Ana lives in Lisbon",
+                role="user",
+                user="carol",
+                room="first",
+            )
+            later = data_of(await tool(session, "get_context", user="carol", room="second", **ask))
+            assert "Lisbon" in later["prompt"] and "no turns yet" in later["note"]
+
+    run(scenario())
+
+
 def test_read_only_key_recalls_but_cannot_remember(live_server: Any, owner: Tenant) -> None:
     async def scenario() -> None:
         async with http_session(live_server.url, owner.raw_read_key) as session:

@@ -47,6 +47,9 @@ T = TypeVar("T")
 HubOpener = Callable[[Context], AbstractAsyncContextManager[AsyncMemoryHub]]
 """How a tool call gets the client it calls the hub with (its request's ``Context``)."""
 
+EMPTY_CONTEXT: dict[str, Any] = {"prompt": "", "total_tokens": 0, "sections": []}
+NOTHING_YET = "Nothing is remembered about this user yet."
+
 INSTRUCTIONS = (
     "MemoryHub is this agent's long-term memory: conversation turns, facts about users, "
     "documents. Call get_context before answering a user to get what is known about them "
@@ -74,6 +77,25 @@ async def _ask(opener: HubOpener, ctx: Context, action: Callable[..., Awaitable[
             return await action(hub)
     except (MemoryHubError, ValueError) as error:
         raise ToolError(error_message(error)) from error
+
+
+async def _context(
+    hub: AsyncMemoryHub, query: str, max_tokens: int, *, user: str | None, room: str | None
+) -> dict[str, Any]:
+    """The context, or what there is of it for a user or room not written to yet (the
+    hub answers 404 for those: a new conversation's first call is no failure)."""
+    try:
+        return context_view(await hub.context(query, max_tokens=max_tokens, user=user, room=room))
+    except NotFound:
+        if room is None and hub.room is None:
+            return {**EMPTY_CONTEXT, "max_tokens": max_tokens, "note": NOTHING_YET}
+    try:  # a new room: the user's memories without a recent history
+        view = context_view(
+            await hub.scoped(user=user or hub.user).context(query, max_tokens=max_tokens)
+        )
+    except NotFound:
+        return {**EMPTY_CONTEXT, "max_tokens": max_tokens, "note": NOTHING_YET}
+    return {**view, "note": "This room has no turns yet; the user's other memories are in."}
 
 
 async def _read(
@@ -192,13 +214,11 @@ def _add_search_tools(server: MCPServer[Any], opener: HubOpener) -> None:
     ) -> dict[str, Any]:
         """Before answering the user: everything relevant the hub knows, as prompt text
         within max_tokens (who the user is, their facts, working notes, the room's recent
-        history, memories relevant to the query). Use 'prompt' as is."""
-        return context_view(
-            await _ask(
-                opener,
-                ctx,
-                lambda hub: hub.context(query, max_tokens=max_tokens, user=user, room=room),
-            )
+        history, memories relevant to the query). Use 'prompt' as is. A user or room the
+        hub has nothing of yet gives an empty or partial context with a note, not an
+        error."""
+        return await _ask(
+            opener, ctx, lambda hub: _context(hub, query, max_tokens, user=user, room=room)
         )
 
 
