@@ -7,10 +7,10 @@ jitter:
 * 429 and 503 (the hub refused before doing anything), after ``Retry-After``; a wait
   longer than ``max_wait`` is not waited: the error is raised at once, with it;
 * connection refused or not established in time (nothing reached the hub);
-* 502, 504, a timeout or a connection lost after the request went out, only for calls
-  the hub would not do twice (``Call.replay_safe``): reads, updates, deletes and the
-  writes it de-duplicates (every POST carries one ``Idempotency-Key`` for all its
-  attempts; memories and users/rooms replay the first answer for it).
+* 502, 504, a timeout or a connection lost after the request went out: every call is
+  safe to send again (reads, updates, deletes; every POST carries one
+  ``Idempotency-Key`` for all its attempts and the hub replays its first answer for it;
+  a document upload is de-duplicated by its bytes).
 """
 
 from __future__ import annotations
@@ -104,13 +104,13 @@ class Attempts(Generic[T]):
         Raises ConnectionFailed/Timeout when a transport error ends the call."""
         if error is not None:
             reached = not isinstance(error, NOT_SENT)
-            if self.number >= self.policy.retries or (reached and not self.call.replay_safe):
+            if self.number >= self.policy.retries:
                 raise self._transport_failure(error)
             self.maybe_done |= reached
             return self._again(type(error).__name__, None)
         assert response is not None
         status = response.status_code
-        retryable = status in REFUSED or (status in GATEWAY and self.call.replay_safe)
+        retryable = status in REFUSED or status in GATEWAY
         if not retryable or self.number >= self.policy.retries:
             return None
         retry_after = retry_after_seconds(response)

@@ -40,9 +40,8 @@ M = TypeVar("M", bound=Model)
 class Call(Generic[T]):
     """One request of the API and how to read its answer.
 
-    ``path`` is relative to ``/api/v1/`` with each segment already quoted. ``replay_safe``
-    is False for a write the hub would do twice if it came twice (sent again only when
-    the earlier attempt surely never reached the hub). ``gone_ok``: a delete whose
+    ``path`` is relative to ``/api/v1/`` with each segment already quoted. ``gone_ok``: a
+    delete whose
     retry finds nothing (404) after an attempt that may have reached the hub counts as
     done by that attempt.
     """
@@ -54,7 +53,6 @@ class Call(Generic[T]):
     json: Any = None
     files: Mapping[str, tuple[str, bytes, str]] | None = None
     data: Mapping[str, str] | None = None
-    replay_safe: bool = True
     gone_ok: bool = False
 
     @property

@@ -143,7 +143,7 @@ def document_reingest(
     """Ingest the stored bytes again as a new version (optionally another chunker)."""
     path = f"documents/{segment(document_id, 'document_id')}/reingest/"
     payload = body(chunker=chunker, chunker_settings=chunker_settings)
-    return Call("POST", path, as_model(Document), json=payload, replay_safe=False)
+    return Call("POST", path, as_model(Document), json=payload)
 
 
 def document_delete(document_id: str) -> Call[None]:

@@ -118,7 +118,7 @@ def prune_preview(*, user: str | None = None) -> Call[PruneRun]:
 def prune_run(*, user: str | None = None) -> Call[PruneRun]:
     """Prune now (queued for a worker); follow the run with ``prune.get(run.id)``."""
     payload = body(dry_run=False, user=user)
-    return Call("POST", "prune/", as_model(PruneRun), json=payload, replay_safe=False)
+    return Call("POST", "prune/", as_model(PruneRun), json=payload)
 
 
 def prune_runs_page(*, limit: int | None = None, cursor: str | None = None) -> Call[Page[PruneRun]]:

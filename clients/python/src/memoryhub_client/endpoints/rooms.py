@@ -67,7 +67,7 @@ def working_add(
     hub: a second copy would be a second note."""
     payload = body(content=content, metadata=metadata, ttl_seconds=ttl_seconds)
     path = f"rooms/{segment(room, 'room')}/working/"
-    return Call("POST", path, as_model(WorkingItem), json=payload, replay_safe=False)
+    return Call("POST", path, as_model(WorkingItem), json=payload)
 
 
 def working_list(room: str | None = None) -> Call[WorkingList]:
