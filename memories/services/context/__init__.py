@@ -36,7 +36,12 @@ from memories.services.context.fitting import (
 )
 from memories.services.context.history import history_tokens, savings_record
 from memories.services.context.query import query_from_messages
-from memories.services.context.retrieved import Retrieval, relevance_floor, retrieved_candidates
+from memories.services.context.retrieved import (
+    Retrieval,
+    is_shared,
+    relevance_floor,
+    retrieved_candidates,
+)
 from memories.services.context.sources import (
     Candidate,
     fact_candidates,
@@ -149,12 +154,12 @@ def _fitted(
     timings, encoding = build.timings, build.encoding
     with _timed(timings, "ranking"):
         budget = build.budgets["retrieved"]
-        candidates, below = _relevant_facts(candidates, retrieved, budget, encoding)
+        candidates, below = _relevant(candidates, retrieved, budget, encoding)
         kept, duplicates = deduplicate(candidates)
     with _timed(timings, "token_counting"):
         sections = sections_fill(kept, build.budgets, encoding)
-        facts_section = next(s for s in sections if s.name == "facts")
-        facts_section.dropped += below
+        for section in sections:
+            section.dropped += [(c, why) for c, why in below if c.section == section.name]
     with _timed(timings, "rendering"):
         prompt, total = fit(sections, build.max_tokens, encoding)
     with _timed(timings, "accounting"):
@@ -234,18 +239,22 @@ def _retrieval(
     )
 
 
-def _relevant_facts(
+def _relevant(
     candidates: list[Candidate], retrieved: list[Candidate], budget: int, encoding: str
 ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
-    """The candidates without the facts less similar to the query than the search
-    results they would displace (see relevance_floor); those, with the reason."""
+    """The candidates without the facts and the project's document chunks less similar
+    to the query than the user's search results they would displace (relevance_floor);
+    those, with the reason. A chunk ranked first by a search of its own was interleaved
+    with the user's first memory whatever its similarity: a console preview spent
+    70-80% of its retrieved tokens on chunks of similarity 0.0."""
     floor = relevance_floor(retrieved, budget, encoding)
     if floor is None:
         return candidates, []
     kept, below = [], []
     for candidate in candidates:
         similarity = candidate.parts.get("similarity")
-        if candidate.section == "facts" and similarity is not None and similarity < floor:
+        floored = candidate.section == "facts" or is_shared(candidate)
+        if floored and similarity is not None and similarity < floor:
             reason = f"less similar to the query than the memories it would displace ({floor})"
             below.append((candidate, reason))
         else:

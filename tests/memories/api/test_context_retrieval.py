@@ -164,3 +164,21 @@ def test_retrieved_memories_load_only_the_fields_they_are_rendered_from(owner, m
     assert "[Bike book, p. 2]: A tyre lever lifts the tyre off the rim." in texts
     assert "[Pumps, p. 7]: Pump a road tyre to 6 bar." in texts
     assert "Coach (assistant): Patch kits fix a flat tyre in ten minutes." in texts
+
+
+def test_a_project_chunk_less_similar_than_the_users_memories_takes_no_budget(owner):
+    turns(owner, ["I bought a new router last week.", "My router keeps dropping the wifi."])
+    for text, title in [
+        ("To reset the router hold the red button for ten seconds.", "Router manual"),
+        ("Sourdough needs a starter fed with flour and water every day.", "Baking book"),
+    ]:
+        shared = {"kind": "knowledge", "content": text, "user": None}
+        shared["content_json"] = {"document": {"id": str(uuid.uuid4()), "title": title}}
+        assert owner.client.post("/api/v1/memories/", shared, format="json").status_code == 201
+    embed_pending()
+    body = context(owner, query="how do I reset my router?", max_tokens=800, explain=True)
+    retrieved = section(body, "retrieved")
+    assert any("red button" in item["text"] for item in retrieved["items"])
+    assert "Sourdough" not in body["prompt"]
+    dropped = [d for d in retrieved["dropped"] if "Sourdough" in d["text"]]
+    assert len(dropped) == 1 and "less similar to the query" in dropped[0]["why"]
