@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	# the Python client (its own package, clients/python; the hub's /mcp/ serves through it)
 	# with its extras: the stdio MCP server and the framework adapters the tests drive
-	$(PY) -m pip install --quiet -e "./clients/python[mcp,openai-agents,langgraph]"
+	$(PY) -m pip install --quiet -e "./clients/python[mcp,openai-agents,langgraph,llama-index]"
 	touch $(STAMP)
 
 run: $(STAMP)  ## run the hub: embedded PostgreSQL + Redis, web, worker, beat
