@@ -169,14 +169,21 @@ def report(results: dict[str, Any], calls: int) -> None:
             )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=200)
+def arguments(doc: str, calls: int, data_dir: str) -> argparse.Namespace:
+    """A bench's command line: --calls, a running hub (--url, --key) or a scratch one
+    in --data-dir, --json."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=calls)
     parser.add_argument("--url", help="a running hub (else one is started on a scratch folder)")
     parser.add_argument("--key", help="an API key of the running hub (with --url)")
-    parser.add_argument("--data-dir", type=Path, default=REPO / "var" / "bench-client-overhead")
+    parser.add_argument("--data-dir", type=Path, default=REPO / "var" / data_dir)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def seeded_run(args: argparse.Namespace, run: Callable[[str, str], Any]) -> Any:
+    """``run(base, key)`` against the hub ``args`` name (or a scratch one started and
+    stopped here), seeded first."""
     hub = None
     if args.url:
         base, key = args.url.rstrip("/"), args.key
@@ -185,13 +192,22 @@ def main() -> None:
         base = hub.base
     try:
         seed(base, key)
-        results = {
-            "live": measure(base, key, args.calls),
-            "in process": measure(base, key, args.calls * 10, recorded(base, key)),
-        }
+        return run(base, key)
     finally:
         if hub is not None:
             print(f"  stopped: {hub.stop()}", flush=True)
+
+
+def main() -> None:
+    args = arguments(__doc__, 200, "bench-client-overhead")
+
+    def both(base: str, key: str) -> dict[str, Any]:
+        return {
+            "live": measure(base, key, args.calls),
+            "in process": measure(base, key, args.calls * 10, recorded(base, key)),
+        }
+
+    results = seeded_run(args, both)
     report(results, args.calls)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
