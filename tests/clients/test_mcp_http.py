@@ -38,6 +38,20 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
+async def facts_then_forget(session: Any, fact_id: str) -> None:
+    """Alice's one fact through list_facts and the resources, then forgotten."""
+    facts = data_of(await tool(session, "list_facts", user="alice"))
+    assert [item["content"] for item in facts["facts"]] == ["Alice is allergic to peanuts"]
+    assert "- Alice is allergic to peanuts" in await resource_text(
+        session, "memoryhub://users/alice/facts"
+    )
+    synopsis = await resource_text(session, "memoryhub://users/alice/synopsis")
+    assert synopsis.startswith("Identity:")
+    assert data_of(await tool(session, "forget", memory_id=fact_id))["deleted"]
+    again = error_of(await tool(session, "forget", memory_id=fact_id))
+    assert "not found (404)" in again
+
+
 def test_tools_remember_recall_context_facts_forget(live_server: Any, owner: Tenant) -> None:
     async def scenario() -> None:
         async with http_session(live_server.url, owner.raw_key) as session:
@@ -78,16 +92,7 @@ def test_tools_remember_recall_context_facts_forget(live_server: Any, owner: Ten
                 )
             )
             assert "Lisbon" in context["prompt"] and context["total_tokens"] <= 800
-            facts = data_of(await tool(session, "list_facts", user="alice"))
-            assert [item["content"] for item in facts["facts"]] == ["Alice is allergic to peanuts"]
-            assert "- Alice is allergic to peanuts" in await resource_text(
-                session, "memoryhub://users/alice/facts"
-            )
-            synopsis = await resource_text(session, "memoryhub://users/alice/synopsis")
-            assert synopsis.startswith("Identity:")
-            assert data_of(await tool(session, "forget", memory_id=fact["id"]))["deleted"]
-            again = error_of(await tool(session, "forget", memory_id=fact["id"]))
-            assert "not found (404)" in again
+            await facts_then_forget(session, fact["id"])
 
     run(scenario())
     with MemoryHub(live_server.url, owner.raw_key) as hub:
