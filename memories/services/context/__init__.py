@@ -38,7 +38,6 @@ from memories.services.context.history import history_tokens, savings_record
 from memories.services.context.query import query_from_messages
 from memories.services.context.retrieved import (
     Retrieval,
-    is_shared,
     relevance_floor,
     retrieved_candidates,
 )
@@ -253,7 +252,7 @@ def _relevant(
     kept, below = [], []
     for candidate in candidates:
         similarity = candidate.parts.get("similarity")
-        floored = candidate.section == "facts" or is_shared(candidate)
+        floored = candidate.section == "facts" or candidate.shared
         if floored and similarity is not None and similarity < floor:
             reason = f"less similar to the query than the memories it would displace ({floor})"
             below.append((candidate, reason))

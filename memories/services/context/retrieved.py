@@ -25,8 +25,6 @@ RETRIEVED_K_MIN, RETRIEVED_K_MAX = 20, 200
 _result_tokens: dict[int, float] = {}
 _RESULT_TOKENS_USERS = 10_000
 RETRIEVED_KINDS: list[str] = [Memory.Kind.MESSAGE, Memory.Kind.SUMMARY, Memory.Kind.KNOWLEDGE]
-# the project's documents (no user's own), searched apart from the user's memories
-SHARED_SOURCE = "knowledge search"
 
 
 @dataclass
@@ -116,7 +114,7 @@ def retrieved_candidates(
         # rankings interleaved by reciprocal rank: their scores are not on one scale
         knowledge = SearchFilters(shared=True, kinds=[Memory.Kind.KNOWLEDGE])
         shared = searching.search(knowledge, max(RETRIEVED_K_MIN, k // 2))
-        candidates = _interleave(candidates, _retrieved(shared, SHARED_SOURCE))
+        candidates = _interleave(candidates, _retrieved(shared, "knowledge search", shared=True))
         timings["shared_knowledge"] = shared.timings_ms.get("total", 0.0)
     return Retrieval(candidates, result.mode, timings)
 
@@ -143,7 +141,8 @@ def _user_search(
     return result
 
 
-def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
+def _retrieved(result: SearchResult, source: str, *, shared: bool = False) -> list[Candidate]:
+    """The hits as retrieved candidates; ``shared``: the project's documents'."""
     return [
         Candidate(
             section="retrieved",
@@ -157,6 +156,7 @@ def _retrieved(result: SearchResult, source: str) -> list[Candidate]:
             why=f"{source} rank {rank} ({result.mode})",
             parts={"similarity": round(hit.similarity, 4)} if hit.similarity is not None else {},
             memory_pk=hit.memory.pk,
+            shared=shared,
         )
         for rank, hit in enumerate(result.hits, start=1)
     ]
@@ -190,18 +190,13 @@ def _has_shared_knowledge(end_user: EndUser) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def is_shared(candidate: Candidate) -> bool:
-    """Whether ``candidate`` is a chunk of the project's documents (searched apart)."""
-    return candidate.why.startswith(SHARED_SOURCE)
-
-
 def relevance_floor(retrieved: list[Candidate], budget: int, encoding: str) -> float | None:
     """The similarity to the query of the least similar of the user's own search results
     that would fit the retrieved section's own budget: a fact, or a chunk of the
     project's documents, less similar than that would take the place of a more relevant
     memory. None without similarities."""
     used, similarities = 0, []
-    for candidate in (c for c in retrieved if not is_shared(c)):
+    for candidate in (c for c in retrieved if not c.shared):
         used += token_count(candidate.text + "\n", encoding)
         if used > budget:
             break

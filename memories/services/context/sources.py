@@ -42,6 +42,7 @@ class Candidate:
     group: str = ""
     parts: dict[str, float] = field(default_factory=dict)
     memory_pk: Any = None
+    shared: bool = False  # a chunk of the project's documents (searched apart)
 
     @property
     def norm(self) -> str:
