@@ -40,6 +40,7 @@ from memoryhub_client.mcp_results import (
     search_view,
     synopsis_text,
 )
+from memoryhub_client.partial_context import context_or_partial
 
 __all__ = ["HubOpener", "INSTRUCTIONS", "main", "server_build", "stdio_server"]
 
@@ -49,6 +50,7 @@ HubOpener = Callable[[Context], AbstractAsyncContextManager[AsyncMemoryHub]]
 
 EMPTY_CONTEXT: dict[str, Any] = {"prompt": "", "total_tokens": 0, "sections": []}
 NOTHING_YET = "Nothing is remembered about this user yet."
+NO_TURNS_YET = "This room has no turns yet; the user's other memories are in."
 
 INSTRUCTIONS = (
     "MemoryHub is this agent's long-term memory: conversation turns, facts about users, "
@@ -82,20 +84,17 @@ async def _ask(opener: HubOpener, ctx: Context, action: Callable[..., Awaitable[
 async def _context(
     hub: AsyncMemoryHub, query: str, max_tokens: int, *, user: str | None, room: str | None
 ) -> dict[str, Any]:
-    """The context, or what there is of it for a user or room not written to yet (the
-    hub answers 404 for those: a new conversation's first call is no failure)."""
-    try:
-        return context_view(await hub.context(query, max_tokens=max_tokens, user=user, room=room))
-    except NotFound:
-        if room is None and hub.room is None:
-            return {**EMPTY_CONTEXT, "max_tokens": max_tokens, "note": NOTHING_YET}
-    try:  # a new room: the user's memories without a recent history
-        view = context_view(
-            await hub.scoped(user=user or hub.user).context(query, max_tokens=max_tokens)
-        )
-    except NotFound:
+    """The context, or what there is of it for a user or room not written to yet
+    (context_or_partial): a new conversation's first call is no failure."""
+    asked = room or hub.room
+    context, where = await context_or_partial(
+        hub.scoped(user=user or hub.user).context, room=asked, query=query, max_tokens=max_tokens
+    )
+    if context is None:
         return {**EMPTY_CONTEXT, "max_tokens": max_tokens, "note": NOTHING_YET}
-    return {**view, "note": "This room has no turns yet; the user's other memories are in."}
+    if where != asked:
+        return {**context_view(context), "note": NO_TURNS_YET}
+    return context_view(context)
 
 
 async def _read(

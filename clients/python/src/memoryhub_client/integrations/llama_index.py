@@ -59,8 +59,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 
 from memoryhub_client.client import AsyncMemoryHub, MemoryHub
-from memoryhub_client.errors import NotFound
 from memoryhub_client.models import Context
+from memoryhub_client.partial_context import context_or_partial
 
 __all__ = ["MemoryHubMemoryBlock", "turn_fields"]
 
@@ -162,28 +162,21 @@ class MemoryHubMemoryBlock(BaseMemoryBlock[str]):
             )
 
     async def _context(self, query: str | None, room: str | None, max_tokens: int | None) -> str:
-        """The hub's prompt text; a room (then a user) it has not seen yet gives less."""
-        user = self.user or self.hub.user
-        rooms = [room, None] if room else [None]
-        for where in rooms:
-            try:
-                context = cast(
-                    Context,
-                    await self._call(
-                        self.hub.context,
-                        query=query,
-                        user=user,
-                        room=where,
-                        max_tokens=max_tokens,
-                        budgets=self.budgets,
-                    ),
-                )
-            except NotFound:
-                continue
-            self._last = (query, where, context.total_tokens)
-            return context.prompt.strip()
-        self._last = None
-        return ""
+        """The hub's prompt text; a room (then a user) it has not seen yet gives less
+        (context_or_partial)."""
+        hub = self.hub.scoped(user=self.user or self.hub.user)  # no default room
+
+        async def ask(**arguments: Any) -> Context:
+            return cast(Context, await self._call(hub.context, **arguments))
+
+        context, where = await context_or_partial(
+            ask, room=room, query=query, max_tokens=max_tokens, budgets=self.budgets
+        )
+        if context is None:
+            self._last = None
+            return ""
+        self._last = (query, where, context.total_tokens)
+        return context.prompt.strip()
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         """The hub's context for the latest user message (``memory.get(input)``'s, else
