@@ -46,10 +46,13 @@ def hub_ranker(*, project: Project, dataset: Dataset, mode: str) -> Ranker:
 
     def conversation(dialogue: Dialogue) -> Search:
         filters = SearchFilters(end_user_id=users[dialogue.user])
+        # the questions are asked once the conversation is over: "last year" is the year
+        # before its last turn's
+        asked = max((message.created_at for message in dialogue.messages), default=None)
 
         def search(text: str) -> list[str | None]:
             result = memory_search(
-                project=project, query=text, mode=mode, filters=filters, k=max(KS)
+                project=project, query=text, mode=mode, filters=filters, k=max(KS), now=asked
             )
             return [metadata_key(hit.memory.metadata, dataset.key_field) for hit in result.hits]
 

@@ -43,6 +43,7 @@ from memories.providers.tokens import _count_cached
 from memories.services.context.query import query_from_messages
 from memories.services.context.sources import Candidate
 from memories.services.search.keyword import _word_plan
+from memories.services.search.time_range import PATTERNS as TIME_PATTERNS
 from synopsis.extraction_offline import facts_draft_offline
 from synopsis.extraction_rules import RULES
 from synopsis.summarizers import _sentences, text_fit
@@ -125,6 +126,10 @@ FUNCTIONS: dict[str, Callable[[str], Any]] = {
     "keyword query words": _words_planned,
     "context query": lambda text: query_from_messages([{"role": "user", "content": text}] * 3),
     "context item text": lambda text: Candidate("retrieved", "k", "message", text, 0.0).norm,
+    # the patterns themselves: query_time_range reads only a query's first characters
+    "query time patterns": lambda text: [
+        collections.deque(pattern.finditer(text), maxlen=0) for _, pattern in TIME_PATTERNS
+    ],
 }
 
 

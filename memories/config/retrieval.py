@@ -39,6 +39,14 @@ class SearchSettings:
     rrf_k: int = setting(
         60, "hybrid mode: the k of reciprocal rank fusion, 1/(k + rank).", minimum=1, maximum=1000
     )
+    time_weight: float = setting(
+        0.5,
+        'auto and hybrid modes: when the query names a time ("in May 2023", "last '
+        'year"), the share of the final score given to the ranking of the memories of '
+        "that time; 0 turns the time path off.",
+        minimum=0.0,
+        maximum=1.0,
+    )
     recency_weight: float = setting(
         0.0, "Share of the final score given to recency (every mode).", minimum=0.0, maximum=1.0
     )

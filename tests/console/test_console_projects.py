@@ -258,6 +258,7 @@ def test_a_valid_change_is_saved_through_the_service_and_recorded(owner, editor)
             "neighbour_weight": "0.3",
             "neighbour_max_bytes": "1000",
             "rrf_k": "60",
+            "time_weight": "0.5",
             "recency_weight": "0",
             "recency_half_life_days": "30",
             "importance_weight": "0",

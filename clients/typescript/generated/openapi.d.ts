@@ -1946,6 +1946,11 @@ export interface components {
             rrf_k?: number | null;
             /**
              * Format: double
+             * @description auto and hybrid modes: when the query names a time ("in May 2023", "last year"), the share of the final score given to the ranking of the memories of that time; 0 turns the time path off.
+             */
+            time_weight?: number | null;
+            /**
+             * Format: double
              * @description Share of the final score given to recency (every mode).
              */
             recency_weight?: number | null;
@@ -2001,6 +2006,11 @@ export interface components {
             neighbour_max_bytes: number;
             /** @description hybrid mode: the k of reciprocal rank fusion, 1/(k + rank). */
             rrf_k: number;
+            /**
+             * Format: double
+             * @description auto and hybrid modes: when the query names a time ("in May 2023", "last year"), the share of the final score given to the ranking of the memories of that time; 0 turns the time path off.
+             */
+            time_weight: number;
             /**
              * Format: double
              * @description Share of the final score given to recency (every mode).

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,7 @@ class _Build:
     weights: tuple[float, float]
     timings: dict[str, float]
     notes: list[str]
+    now: datetime | None = None
 
 
 def context_build(
@@ -106,11 +108,14 @@ def context_build(
     similarity_weight: float | None = None,
     confidence_weight: float | None = None,
     record_access: bool = True,
+    now: datetime | None = None,
 ) -> ContextResult:
     """What to put in the prompt for this user (and room) and this query (or the last
     turns of ``messages``), within ``max_tokens`` (default: the project's). Without
     ``record_access`` (the console's preview: an operator looking, not an agent using
-    the memories) nothing is recorded: no accesses, no savings in the user's totals."""
+    the memories) nothing is recorded: no accesses, no savings in the user's totals.
+    ``now``: when the query is asked (default: now), against which a time it names
+    ("last year", "in June") is read."""
     clock = time.perf_counter()
     config = project_settings_get(project=end_user.project)
     settings = config.context
@@ -136,6 +141,7 @@ def context_build(
         ),
         timings={},
         notes=[],
+        now=now,
     )
     # embedded on its thread while the synopsis and the facts are read
     started = _query_embedding_start(build.query, build.notes)
@@ -233,6 +239,7 @@ def _retrieval(
         space=space,
         room=room_left,
         encoding=build.encoding,
+        now=build.now,
         # the turns the search may find again (facts are other kinds)
         taken=sum(c.section in ("history", "working") for c in candidates),
     )

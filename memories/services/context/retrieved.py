@@ -5,6 +5,7 @@ sections leave, and the similarity floor that keeps less relevant facts out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 from django.db import connection
@@ -71,6 +72,7 @@ class _Searching:
     query: str
     embedding: list[float] | None
     space: EmbeddingSpace | None
+    now: datetime | None = None
 
     def search(self, filters: SearchFilters, k: int) -> SearchResult:
         """The ``k`` best memories the filters allow, with the fields a line reads."""
@@ -83,6 +85,7 @@ class _Searching:
             filters=filters,
             k=k,
             fields=TURN_FIELDS,
+            now=self.now,
         )
 
 
@@ -95,15 +98,16 @@ def retrieved_candidates(
     room: int,
     taken: int,
     encoding: str,
+    now: datetime | None = None,
 ) -> Retrieval:
     """Older memories of the user (active or archived: a summarized turn is still the
     best evidence of itself) by the project's default search, as many as can fill
     ``room`` tokens beside ``taken`` items of other sections; keyword search alone
-    when the model is unavailable."""
+    when the model is unavailable; a time the query names is read against ``now``."""
     if not query or room <= 0:
         return Retrieval([], "none", {})
     embedding = [float(x) for x in query_vector] if query_vector is not None else None
-    searching = _Searching(end_user.project, query, embedding, space)
+    searching = _Searching(end_user.project, query, embedding, space, now)
     k = retrieved_k(end_user=end_user, room=room, taken=taken)
     result = _user_search(searching, end_user, k=k, room=room, taken=taken, encoding=encoding)
     candidates = _retrieved(result, "search")

@@ -5,8 +5,9 @@ query's words (count.py), the query's vector (query_embedding.py), keyword candi
 (keyword.py), neighbouring turns (neighbours.py; after the keyword step they come with
 the vector step's statement, unless that runs in the lane, lane.py), vector candidates
 (vector.py chooses the scan: exact.py, compact.py or hnsw.py; signal.py says what a scan
-is asked and gives), the ranking (ranking.py, which describes the modes) and the
-loading of the winners (loading.py). The ranking policy is the project's search
+is asked and gives), the ranking (ranking.py, which describes the modes), the time
+path when the query names a time (time_path.py, time_range.py) and the loading of the
+winners (loading.py). The ranking policy is the project's search
 settings; the machine knobs are settings.RETRIEVAL.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -48,6 +50,8 @@ from memories.services.search.ranking import (
 )
 from memories.services.search.signal import VectorRequest, VectorSignal
 from memories.services.search.slots import slotted
+from memories.services.search.time_path import range_filters, time_fused, time_range_wanted
+from memories.services.search.time_range import TimeRange
 from memories.services.search.vector import vector_signal_get
 
 __all__ = [
@@ -101,6 +105,7 @@ def memory_search(
     threshold: float | None = None,
     explain: bool = False,
     fields: tuple[str, ...] | None = None,
+    now: datetime | None = None,
 ) -> SearchResult:
     """The k best memories of the project for a query text and/or a raw query vector
     (of ``space`` when the caller has it; default: the configured model's), in ``mode``
@@ -110,6 +115,8 @@ def memory_search(
     ``threshold`` drops memories less similar than that (memories not embedded yet,
     found by keyword, are kept). ``score`` is the mode's ranking score, adjusted.
     ``fields``: the only fields of the hits' memories loaded (None: all of them).
+    ``now``: when the query is asked, against which "last year" or "in June" is read
+    (default: now; time_path.py).
     """
     clock = time.perf_counter()
     policy = project_settings_get(project=project).search
@@ -134,10 +141,41 @@ def memory_search(
     pool = _signals(search, started=started, text=text, words=counted.words)
     with _timed(timings, "rank"):
         ranked = _ranked(pool, mode=mode, policy=policy, threshold=threshold, explain=explain)
+    window = time_range_wanted(
+        query=query, mode=mode, filters=filters, weight=policy.time_weight, now=now
+    )
+    if window is not None:
+        with _timed(timings, "time"):
+            ranked = _time_raised(ranked, search, window, started, text, threshold, explain)
     with _timed(timings, "load"):
         hits = winners_load(ranked, k, fields, SourcesWithin(project, filters))
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings, ranked=ranked)
+
+
+def _time_raised(
+    ranked: list[Ranked],
+    search: _Search,
+    window: TimeRange,
+    started: QueryEmbedding | None,
+    text: str | None,
+    threshold: float | None,
+    explain: bool,
+) -> list[Ranked]:
+    """``ranked`` fused with the ranking of the memories of ``window`` (time_path.py):
+    the same signals over the filters narrowed to the range."""
+    filters = range_filters(search.filters, window)
+    counted = filtered_count(project=search.project, filters=filters, text=text)
+    if not counted.size:
+        return ranked
+    within = replace(search, filters=filters, size=counted.size, timings={})
+    pool = _signals(within, started=started, text=text, words=counted.words)
+    in_range = _ranked(
+        pool, mode=search.mode, policy=search.policy, threshold=threshold, explain=explain
+    )
+    return time_fused(
+        ranked, in_range, window=window, weight=search.policy.time_weight, explain=explain
+    )
 
 
 def search_extend(
