@@ -28,6 +28,7 @@ from memories.config import BufferSettings
 from memories.models import EmbeddingSpace, EndUser, Room
 from memories.services.access import accesses_record
 from memories.services.configuration import project_settings_get, room_settings_get
+from memories.services.context.derived import fact_sources
 from memories.services.context.fitting import (
     Section,
     budgets_split,
@@ -47,6 +48,7 @@ from memories.services.context.sources import (
     fact_candidates,
     fact_rows,
     history_candidates,
+    replaced_texts,
     synopsis_candidates,
     working_candidates,
 )
@@ -160,6 +162,13 @@ def _fitted(
     with _timed(timings, "ranking"):
         budget = build.budgets["retrieved"]
         candidates, below = _relevant(candidates, retrieved, budget, encoding)
+        candidates += fact_sources(
+            end_user=build.end_user,
+            facts=[c for c in candidates if c.section == "facts"],
+            retrieved=retrieved,
+            budget=budget,
+            encoding=encoding,
+        )
         kept, duplicates = deduplicate(candidates)
     with _timed(timings, "token_counting"):
         sections = sections_fill(kept, build.budgets, encoding)
@@ -199,6 +208,7 @@ def _candidates_gather(
         candidates += synopsis_candidates(end_user=end_user)
     with _timed(timings, "facts"):
         facts = fact_rows(end_user=end_user)
+        replaced = replaced_texts(facts)
     query_vector, space = _query_vector(started, build.notes, timings)
     with _timed(timings, "facts"):
         candidates += fact_candidates(
@@ -207,6 +217,7 @@ def _candidates_gather(
             space_id=space.pk if space is not None else None,
             similarity_weight=build.weights[0],
             confidence_weight=build.weights[1],
+            replaced=replaced,
         )
     with _timed(timings, "history"):
         candidates += history_candidates(end_user=end_user, room=build.room, buffer=build.buffer)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,7 @@ class Candidate:
     parts: dict[str, float] = field(default_factory=dict)
     memory_pk: Any = None
     shared: bool = False  # a chunk of the project's documents (searched apart)
+    sources: tuple[str, ...] = ()  # a fact's source turns (public ids), oldest first
 
     @property
     def norm(self) -> str:
@@ -117,8 +119,11 @@ def fact_rows(*, end_user: EndUser) -> list[Memory]:
             end_user=end_user,
             kind__in=FACT_KINDS,
             status=Memory.Status.ACTIVE,
-        ).only("id", "public_id", "kind", "content", "content_json", "confidence", "created_at")
-    )
+        ).only(
+            "id", "project_id", "public_id", "kind", "content", "content_json", "confidence",
+            "created_at", "source_ids",
+        )
+    )  # fmt: skip
 
 
 def fact_candidates(
@@ -128,10 +133,12 @@ def fact_candidates(
     space_id: int | None,
     similarity_weight: float,
     confidence_weight: float,
+    replaced: dict[str, str] | None = None,
 ) -> list[Candidate]:
     """The user's ``facts`` (``fact_rows``) ranked by similarity_weight x similarity +
     confidence_weight x confidence (deer-flow); by confidence alone when there is no
-    query vector."""
+    query vector. A fact that superseded one of ``replaced`` (derived.replaced_texts)
+    says so on its line."""
     vectors = (
         memory_vectors(memory_ids=[f.pk for f in facts], space_id=space_id)
         if query_vector is not None and space_id is not None and facts
@@ -153,13 +160,56 @@ def fact_candidates(
                 section="facts",
                 key=str(fact.public_id),
                 kind=fact.kind,
-                text=_fact_line(fact),
+                text=_fact_line(fact) + changed_value_note(fact, replaced or {}),
                 score=score,
                 created_at=fact.created_at,
                 parts=parts,
+                sources=tuple(str(source) for source in fact.source_ids or ()),
             )
         )
     return candidates
+
+
+# a fact that superseded another (a new employer, a new city, a rescheduled date) is
+# rendered with the day it was last stated and the old value marked as replaced: an
+# agent answers with the newest value and knows the old one is out of date, e.g.
+# "- User lives in Berlin (as of 2023-05-07; replaces: User lives in Lisbon)"
+
+
+def replaced_texts(facts: list[Memory]) -> dict[str, str]:
+    """The texts of the facts that ``facts`` superseded, by their public id (one query,
+    only when some fact superseded another)."""
+    wanted = {
+        str(fact.content_json.get("supersedes"))
+        for fact in facts
+        if isinstance(fact.content_json, dict) and fact.content_json.get("supersedes")
+    }
+    ids = [value for value in wanted if _is_uuid(value)]
+    if not ids or not facts:
+        return {}
+    rows = Memory.objects.filter(
+        project_id=facts[0].project_id, public_id__in=ids, status=Memory.Status.SUPERSEDED
+    ).values_list("public_id", "content")
+    return {str(public_id): " ".join(content.split()) for public_id, content in rows}
+
+
+def changed_value_note(fact: Memory, replaced: dict[str, str]) -> str:
+    """ " (as of DAY; replaces: OLD)" for a fact that superseded another, else ""."""
+    structured = fact.content_json if isinstance(fact.content_json, dict) else {}
+    old = replaced.get(str(structured.get("supersedes") or ""))
+    if old is None:
+        return ""
+    stated = _day(structured.get("last_confirmed_at")) or f"{fact.created_at:%Y-%m-%d}"
+    return f" (as of {stated}; replaces: {old})"
+
+
+def _day(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return f"{datetime.fromisoformat(value):%Y-%m-%d}"
+    except ValueError:
+        return None
 
 
 def _fact_line(fact: Memory) -> str:
@@ -168,6 +218,14 @@ def _fact_line(fact: Memory) -> str:
         status, due = fact.content_json.get("status", "open"), fact.content_json.get("due")
         text += f" (goal, {status}{f', due {due}' if due else ''})"
     return f"- {text}"
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 # ---- history ----------------------------------------------------------------------------
