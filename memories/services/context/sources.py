@@ -87,10 +87,14 @@ TURN_FIELDS = (
 
 
 def turn_text(memory: Memory) -> str:
-    """A turn without its date: "speaker: text"; a knowledge chunk with its citation."""
+    """A turn without its date: "speaker: text" (the speaker once, when the text starts
+    with it already); a knowledge chunk with its citation."""
+    text = " ".join(memory.content.split())
     if memory.kind == Memory.Kind.KNOWLEDGE:
-        return f"{citation(memory)}: {' '.join(memory.content.split())}"
-    return f"{speaker(memory)}: {' '.join(memory.content.split())}"
+        return f"{citation(memory)}: {text}"
+    who = speaker(memory)
+    # an agent that writes "Caroline: ..." as the text named the speaker already
+    return text if text.startswith(f"{who}: ") else f"{who}: {text}"
 
 
 def citation(memory: Memory) -> str:

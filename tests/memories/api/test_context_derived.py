@@ -9,7 +9,7 @@ from memories.services.context.sources import Candidate
 from memories.services.memories import memory_supersede
 from memories.services.revisions import Actor
 from tests.conftest import embed_pending
-from tests.memories.api.context_calls import context, section, turns
+from tests.memories.api.context_calls import context, section, turns, write
 
 
 def _fact(tenant, text: str, **fields) -> Memory:
@@ -78,3 +78,16 @@ def test_a_source_already_retrieved_is_not_brought_again_and_takes_the_last_plac
         end_user=user, facts=[already], retrieved=[*retrieved, candidate("b", 0.5)], budget=8,
         encoding="cl100k_base",
     ) == []  # fmt: skip
+
+
+def test_a_speaker_the_text_already_names_is_rendered_once(owner):
+    write(
+        owner,
+        {"room": "chat", "role": "user", "content": "maria: my cat is called Miso"},
+        {"room": "chat", "role": "user", "content": "Our cat Miso likes the sofa"},
+    )
+    embed_pending()
+    texts = [
+        item["text"] for item in section(context(owner, query="cat Miso"), "retrieved")["items"]
+    ]
+    assert sorted(texts) == ["maria: Our cat Miso likes the sofa", "maria: my cat is called Miso"]
