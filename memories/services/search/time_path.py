@@ -31,12 +31,18 @@ def time_range_wanted(
     *, query: str | None, mode: str, filters: SearchFilters, weight: float, now: datetime | None
 ) -> TimeRange | None:
     """The range the query names when the time path applies: a fused mode (auto,
-    hybrid), a query text, a weight above 0 and no start or end filter of the caller's."""
+    hybrid), a query text, a weight above 0, no start or end filter of the caller's,
+    and a range closed on both sides ("before May 2023" holds most of a long
+    conversation: raising all of it says little, and "by July 5" is a deadline the
+    conversation talks about more often than when it was said)."""
     if not query or mode not in SearchMode.FUSED or weight <= 0:
         return None
     if filters.start is not None or filters.end is not None:
         return None
-    return query_time_range(query, now)
+    window = query_time_range(query, now)
+    if window is None or window.start is None or window.end is None:
+        return None
+    return window
 
 
 def range_filters(filters: SearchFilters, window: TimeRange) -> SearchFilters:

@@ -4,10 +4,13 @@
 The search's time path (``memories.services.search``) ranks the memories of that range
 beside the whole ranking and raises them: a question about "what she painted in July
 2023" is about July's turns, which the words and the vector alone rank no higher than
-the other paintings. Dates without a year ("in June", "on 13 October") and relative
-phrases are read against an anchor, the time the question is asked (now, or the
-newest turn of a replayed conversation). "before"/"until" and "after"/"since" open the
-range on one side. The first phrase found counts, the most precise first.
+the other paintings. A month without a year ("in June") and relative phrases are read
+against an anchor, the time the question is asked (now, or the newest turn of a
+replayed conversation). A day without a year ("on March 20") names no range: it is
+most often an event the conversation mentions (a webinar rescheduled to March 27), not
+when something was said. "before"/"until"/"by" and "after"/"since" open the range on
+one side (the search's time path leaves such ranges out: they hold most memories).
+The first phrase found counts, the most precise first.
 
 Every pattern is a sequence of bounded alternatives and single character classes, no
 nested repetition: linear in the query (tests/test_text_linear.py).
@@ -59,14 +62,6 @@ PATTERNS = [
     ),
     ("month", re.compile(rf"\b{_SIDE}(?:in\s+)?{_MONTH},?\s+(?:of\s+)?{_YEAR}", re.IGNORECASE)),
     (
-        "day of a year",
-        re.compile(
-            rf"\b{_SIDE}(?:on\s+)?(?:{_DAY}\s+(?:of\s+)?{_MONTH}"
-            rf"|{_MONTH.replace('month', 'month2')}\s+(?P<day2>[0-3]?\d)(?:st|nd|rd|th)?\b)",
-            re.IGNORECASE,
-        ),
-    ),
-    (
         "year",
         re.compile(
             rf"\b(?:(?P<side>before|until|till|by|after|since)|in|during|throughout|of)\s+"
@@ -78,8 +73,8 @@ PATTERNS = [
         "month of a year",
         re.compile(
             # not "this": "this may help"
-            rf"\b(?:(?P<side>before|until|till|by|after|since)|in|during|last"
-            rf"|early|late|mid-?)\s+{_MONTH}",
+            rf"\b(?:(?P<side>before|until|till|by|after|since)\s+)?"
+            rf"(?:in|during|last|early|late|mid-?)\s+{_MONTH}",
             re.IGNORECASE,
         ),
     ),
@@ -147,10 +142,7 @@ def _span(kind: str, match: re.Match[str], anchor: datetime) -> tuple[datetime, 
             return _month(year, month)
         if kind == "year":
             return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
-        # the latest such day or month at or before the anchor
-        if kind == "day of a year":
-            past = (month, day) <= (anchor.month, anchor.day)
-            return _day(datetime(anchor.year - (not past), month, day, tzinfo=UTC))
+        # the latest such month at or before the anchor
         return _month(anchor.year - (month > anchor.month), month)
     except ValueError:  # 31 February, month 13
         return None
