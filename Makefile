@@ -45,8 +45,10 @@ bench-long: $(STAMP)  ## what long memories cost to embed (throughput, windows, 
 locomo: $(STAMP)  ## LoCoMo retrieval quality per search mode (make locomo LOCOMO=FILE.json)
 	$(PY) bench/evaluate.py $(LOCOMO)
 
-context-eval: $(STAMP)  ## context quality on LoCoMo vs the last turns and search (LOCOMO=FILE.json CONVERSATIONS=1-2)
-	$(PY) bench/context_eval.py $(LOCOMO) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))
+context-eval: $(STAMP)  ## context quality vs the last turns and search: LoCoMo, then BEAM when $(BEAM) is there (LOCOMO=FILE.json BEAM=DIR)
+	$(PY) bench/context_eval.py $(LOCOMO)
+	@if [ -d "$(BEAM)" ]; then $(PY) bench/context_eval.py $(BEAM) --size $(BEAM_SIZE) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS)); \
+	else echo "no BEAM at $(BEAM): fetch it yourself (BENCHMARKS.md), then make context-eval BEAM=DIR"; fi
 
 beam: $(STAMP)  ## BEAM retrieval quality per mode (fetch BEAM yourself; BEAM=DIR BEAM_SIZE=100K CONVERSATIONS=11-20)
 	$(PY) bench/evaluate.py $(BEAM) --size $(BEAM_SIZE) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))

@@ -1,37 +1,42 @@
 #!/usr/bin/env python
-"""Context quality on LoCoMo: what the context endpoint puts in a prompt, beside what an
-agent without memory (the last turns) and one with search alone (the top results) would
-send within the same budget.
+"""Context quality on LoCoMo and BEAM: what the context endpoint puts in a prompt, beside
+what an agent without memory (the last turns) and one with search alone (the top
+results) would send within the same budget.
 
     .venv/bin/python bench/context_eval.py ../shared/data/locomo-dev.json
+    .venv/bin/python bench/context_eval.py ../beam --size 100K --conversations 11-20
     .venv/bin/python bench/context_eval.py PATH --budgets 1000,2000 --json OUT.json
-    .venv/bin/python bench/context_eval.py PATH --conversations 1-2   # or conv-26,conv-30
+    .venv/bin/python bench/context_eval.py LOCOMO.json --conversations 1-2  # or conv-26
     .venv/bin/python bench/context_eval.py PATH --set context.history_share=0.3
     .venv/bin/python bench/context_eval.py PATH --keep          # keep the loaded project
     .venv/bin/python bench/context_eval.py PATH --project NAME  # evaluate a kept one
 
-Each conversation is loaded as bench/evaluate.py loads it (bench/locomo.py: one end user
-per conversation, a room per session, each turn a message at its session's date, a
-second apart), written through the normal write service and embedded. Both speakers
-are people whose memories matter, so both write as role "user", the speaker's name in
-the metadata (the context renders it, the summarizer and the fact extractor read it)
-and, as in bench/evaluate.py, in the text ("Caroline: ..."), which search needs to tell
-the two apart. Facts are mined from both speakers' turns and all belong to the one
-user (the offline extractor writes each as "User ..."): a question about either
-speaker can be answered by a fact, not told whose it is.
+PATH says the format, as for bench/evaluate.py: a LoCoMo .json file (--conversations:
+positions in the file or sample ids), or a BEAM folder (bench/context_beam.py: the
+folder holding chats/, a chats/<size> folder, --size picking one of several, or one
+conversation's folder; --conversations: their numbers, 11-20 or 11,12,15). Each
+conversation is loaded as bench/evaluate.py loads it: one end user per conversation, a
+room per session (LoCoMo) or batch (BEAM), each turn a message at its session's date, a
+second apart, written through the normal write service and embedded. LoCoMo's two
+speakers are both people whose memories matter, so both write as role "user", the
+speaker's name in the metadata and, as in bench/evaluate.py, in the text ("Caroline:
+..."), which search needs to tell the two apart; facts mined from either speaker's
+turns belong to the one user. BEAM's turns keep their roles (user, assistant).
 
 Then what the workers do after such writes is done here with their services, until
 nothing is left (workers_finish): embedding, summaries of the rooms over their buffer
-capacity (LoCoMo's sessions hold 20-30 turns, under the default capacity of 100, so
-usually none), facts mined from every user message, the synopsis of each user once the
-synopsis app generates one, and the embedding of what those wrote.
+capacity, facts mined from every user message, the synopsis of each user, and the
+embedding of what those wrote.
 
-For every question (those with evidence among the turns) and every budget, three texts:
+For every question with evidence among the turns and every budget, three texts, each
+asked when the conversation is over (``now``: its last turn's time, against which a
+time the question names, "last year", is read, as bench/rankings.py asks its searches):
 
 * context: ``context_build`` (the service behind POST /api/v1/context/) with the
-  question as ``query``, ``max_tokens`` the budget and no room: the questions are asked
-  after the conversation, about all of it, not inside one of its sessions (the last
-  session's room would add that session's last turns as the conversation under way);
+  question as ``query`` and ``max_tokens`` the budget; a LoCoMo question with no room
+  (it is about the whole conversation, asked after it: the last session's room would
+  add that session's last turns as the conversation under way), a BEAM question in the
+  room of the conversation's last batch (the session under way when it is asked);
 * last turns: the conversation's newest turns, rendered as the context renders its
   history ("[date time] speaker: text"), as many as fit;
 * search: the top results of the default search (auto mode) among the user's
@@ -39,19 +44,26 @@ For every question (those with evidence among the turns) and every budget, three
   added in rank order if it still fits; k is large enough never to run out (a line
   costs at least 10 tokens).
 
-All three are counted with the same token counter (memories.providers.tokens, cl100k_base) and
-scored (bench/context_scoring.py) for evidence recall (the share of the evidence turns
-whose text appears) and answer containment (the normalized gold answer appears,
-categories 1-4), per category. --json writes {"dataset", "source", "conversations",
-"turns", "questions", "skipped", "settings", "workers", "budgets": [{"budget",
-"questions", "tokens_mean": {method}, "groups": {row: {"questions", "answerable",
-"evidence_recall": {method}, "answer_containment": {method}}}, "context_sections":
-{section: {"tokens_mean", "answers", "answers_only_here", "evidence_turns"}}}],
-"verdict", "timings_s"}; methods are "context", "last_turns", "search".
+All three are counted with the same token counter (memories.providers.tokens,
+cl100k_base) and scored (bench/context_scoring.py) for evidence recall (the share of the
+evidence turns whose whole text appears) and answer containment (the gold answer appears
+as whole words once both are normalized, dates in any format written alike; LoCoMo's
+categories 1-4, BEAM's short answers), per LoCoMo category or BEAM question type; for
+BEAM also, per method, the knowledge updates whose newest value is present, those whose
+old value is present alone, and the contradictions with both statements present
+(bench/context_beam.py). --json writes {"dataset", "description", "source",
+"conversations", "turns", "questions", "skipped", "settings", "workers", "answers_row",
+"answers_note", "budgets": [{"budget", "questions", "tokens_mean": {method}, "groups":
+{row: {"questions", "answerable", "evidence_recall": {method}, "answer_containment":
+{method}}}, "sides": {question type: {"questions", measure: {method}}} (BEAM),
+"context_sections": {section: {"tokens_mean", "answers", "answers_only_here",
+"evidence_turns"}}}], "verdict", "methods", "timings_s"}; methods are "context",
+"last_turns", "search".
 
 Runs on the database the hub uses (the embedded PostgreSQL and Redis of the data folder,
-MEMORYHUB_DATA_DIR, default var/), as bench/evaluate.py does. The LoCoMo file (CC BY-NC
-4.0) is read where it lies, never copied into the repository.
+MEMORYHUB_DATA_DIR, default var/), as bench/evaluate.py does. The data sets are read
+where they lie, never copied into the repository: LoCoMo is CC BY-NC 4.0; BEAM has no
+licence (fetch it yourself: github mohammadtavakoli78/BEAM).
 """
 
 from __future__ import annotations
@@ -66,8 +78,13 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.beam import BeamError, beam_folders, conversations_parse  # noqa: E402
+from bench.context_beam import ANSWERS_NOTE, beam_read, sides_table  # noqa: E402
+from bench.context_report import report_print, sections_summary, verdict  # noqa: E402
 from bench.context_scoring import (  # noqa: E402
+    LOCOMO_LAYOUT,
     METHOD_TITLES,
+    Layout,
     Question,
     Rendered,
     Score,
@@ -77,12 +94,10 @@ from bench.context_scoring import (  # noqa: E402
     locomo_conversations,
     questions_load,
     ranked_fit,
-    report_print,
     score,
-    sections_summary,
     tokens_mean,
-    verdict,
 )
+from bench.context_workers import workers_finish  # noqa: E402
 from bench.dataset import Dataset  # noqa: E402
 from bench.evaluate import (  # noqa: E402
     Clock,
@@ -92,23 +107,28 @@ from bench.evaluate import (  # noqa: E402
 )
 from bench.evaluation_command import evaluation_main  # noqa: E402
 from bench.locomo import locomo_dataset  # noqa: E402
-from bench.rankings import project_users  # noqa: E402
+from bench.rankings import EvaluationError, project_users  # noqa: E402
 from memories.config import SettingsError  # noqa: E402
 from memories.providers.tokens import token_count  # noqa: E402
 
 if TYPE_CHECKING:
-    from memories.models import EndUser, Project
+    from memories.models import EndUser, Project, Room
 
 DEFAULT_BUDGETS = "1000,2000"
 MIN_LINE_TOKENS = 10  # "[2023-05-08] A: " and a word or two: the search baseline's k
-MINE_CHUNK = 200  # user messages mined between two embedding runs
 
 
 # --- the data set ---------------------------------------------------------------------
 
 
-def dataset_read(args: argparse.Namespace) -> tuple[Dataset, list[Question]]:
-    """The chosen conversations as bench/evaluate.py writes them, and their questions."""
+def dataset_read(args: argparse.Namespace) -> tuple[Dataset, list[Question], Layout]:
+    """The chosen conversations as bench/evaluate.py writes them, their questions and
+    the table's rows: PATH's format says how (a file is LoCoMo, a folder BEAM)."""
+    if args.path.is_dir():
+        try:
+            return beam_read(args.path, size=args.size, only=args.conversations)
+        except BeamError as error:
+            raise EvaluationError(str(error)) from error
     conversations = locomo_conversations(args.path, args.conversations)
     chosen = {conversation.sample_id for conversation in conversations}
     full = locomo_dataset(args.path)
@@ -124,104 +144,7 @@ def dataset_read(args: argparse.Namespace) -> tuple[Dataset, list[Question]]:
         dialogues=[dialogue for dialogue in full.dialogues if dialogue.user in chosen],
         skipped=dict(skipped),
     )
-    return dataset, questions_load(args.path, conversations)
-
-
-# --- the workers' part ----------------------------------------------------------------
-
-
-def workers_finish(*, project: Project) -> dict[str, Any]:
-    """Do what the workers do after the writes, with their services, until nothing is
-    left: embed, summarize the rooms over capacity, mine every user message for facts
-    (embedding between chunks, as the worker's queues interleave), generate each user's
-    synopsis (once the synopsis app does), embed what those wrote; returns what the
-    project then holds."""
-    from memories.models import Memory, Room
-    from memories.services.buffer import rooms_over_capacity
-    from memories.services.embedding import embedding_run
-    from synopsis.services.facts import messages_facts_extract
-    from synopsis.services.summaries import room_summarize
-
-    embedding_run()
-    room_ids = list(Room.objects.filter(project=project).values_list("pk", flat=True))
-    over = rooms_over_capacity(project_id=project.pk, room_ids=room_ids)
-    for room_id in over:
-        room_summarize(room_id=room_id)
-    embedding_run()
-    unmined = list(
-        Memory.objects.filter(
-            project=project, kind=Memory.Kind.MESSAGE, role=Memory.Role.USER,
-            end_user__isnull=False, fact_extraction__isnull=True,
-        ).order_by("created_at", "id").values_list("pk", flat=True)
-    )  # fmt: skip
-    with progress_bar(len(unmined), "facts", "message") as bar:
-        for start in range(0, len(unmined), MINE_CHUNK):
-            messages_facts_extract(memory_ids=unmined[start : start + MINE_CHUNK])
-            embedding_run()
-            bar.update(len(unmined[start : start + MINE_CHUNK]))
-    synopses = synopses_generate(project=project)
-    embedding_run()
-    return derived_counts(project=project, rooms_summarized=len(over), synopses=synopses)
-
-
-def synopses_generate(*, project: Project) -> int | None:
-    """Each user's synopsis by the synopsis app's generation service (what its worker
-    task calls); None while the app has none."""
-    try:
-        from synopsis.services.synopses import synopsis_generate  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    from memories.models import EndUser
-
-    users = list(EndUser.objects.for_project(project).values_list("pk", flat=True))
-    for user_id in users:
-        synopsis_generate(end_user_id=user_id)
-    return len(users)
-
-
-def derived_counts(
-    *, project: Project, rooms_summarized: int, synopses: int | None
-) -> dict[str, Any]:
-    """What the workers produced: summaries, facts by kind and status, mined messages,
-    synopses (None: no synopsis generation in this checkout)."""
-    from django.apps import apps
-    from django.db.models import Count
-
-    from memories.models import Memory
-    from synopsis.models import FactExtraction
-
-    memories = Memory.objects.filter(project=project)
-    by_kind = {
-        (row["kind"], row["status"]): row["n"]
-        for row in memories.values("kind", "status").annotate(n=Count("id"))
-    }
-    mined = dict(
-        FactExtraction.objects.filter(project=project)
-        .values_list("status")
-        .annotate(n=Count("id"))
-        .values_list("status", "n")
-    )
-    try:
-        synopsis_rows = apps.get_model("memories", "Synopsis").objects.filter(project=project)
-        stored: int | None = synopsis_rows.count()
-    except LookupError:
-        stored = None
-    return {
-        "rooms_summarized": rooms_summarized,
-        "summaries": sum(n for (kind, _), n in by_kind.items() if kind == "summary"),
-        "messages_archived": by_kind.get(("message", "archived"), 0),
-        "messages_mined": mined,
-        "facts": {
-            kind: by_kind.get((kind, "active"), 0) for kind in ("fact", "relationship", "goal")
-        },
-        "facts_superseded": sum(
-            n
-            for (kind, status), n in by_kind.items()
-            if kind in ("fact", "relationship", "goal") and status == "superseded"
-        ),  # fmt: skip
-        "synopses_generated": synopses,
-        "synopses": stored,
-    }
+    return dataset, questions_load(args.path, conversations), LOCOMO_LAYOUT
 
 
 # --- the three texts per question ----------------------------------------------------
@@ -229,7 +152,8 @@ def derived_counts(
 
 class ConversationTexts:
     """One end user's texts: the last turns per budget (the same for all its
-    questions), the search baseline and the context per question."""
+    questions), the search baseline and the context per question, each asked at the
+    conversation's last turn's time."""
 
     def __init__(self, *, project: Project, end_user: EndUser, budgets: list[int]) -> None:
         from memories.models import Memory
@@ -237,13 +161,15 @@ class ConversationTexts:
 
         self.project, self.end_user = project, end_user
         self.search_k = max(1, max(budgets) // MIN_LINE_TOKENS)
-        messages = (
+        messages = list(
             Memory.objects.with_external_ids()
             .filter(project=project, end_user=end_user, kind=Memory.Kind.MESSAGE)
             .order_by("created_at", "id")
         )
+        self.asked = messages[-1].created_at if messages else None
         lines = [turn_line(message) for message in messages]
         self.last_turns = {budget: last_turns_fit(lines, budget) for budget in budgets}
+        self.rooms: dict[str, Room] = {}
 
     def search_lines(self, query: str) -> list[str]:
         from memories.services.context.sources import turn_line
@@ -252,13 +178,30 @@ class ConversationTexts:
         result = memory_search(
             project=self.project, query=query, mode="auto",
             filters=SearchFilters(end_user_id=self.end_user.pk), k=self.search_k,
+            now=self.asked,
         )  # fmt: skip
         return [turn_line(hit.memory, with_time=False) for hit in result.hits]
 
-    def context(self, query: str, budget: int) -> Any:
+    def room(self, external_id: str | None) -> Room | None:
+        """The user's room of that external id (None: no room)."""
+        from memories.models import Room
+
+        if external_id is None:
+            return None
+        if external_id not in self.rooms:
+            found = Room.objects.filter(project=self.project, external_id=external_id).first()
+            if found is None:
+                raise EvaluationError(f"project {self.project.name!r} has no room {external_id!r}")
+            self.rooms[external_id] = found
+        return self.rooms[external_id]
+
+    def context(self, question: Question, budget: int) -> Any:
         from memories.services.context import context_build
 
-        return context_build(end_user=self.end_user, query=query, max_tokens=budget)
+        return context_build(
+            end_user=self.end_user, room=self.room(question.room), query=question.text,
+            max_tokens=budget, now=self.asked,
+        )  # fmt: skip
 
 
 def sections_found(question: Question, result: Any) -> dict[str, dict[str, Any]]:
@@ -295,7 +238,7 @@ def questions_score(
             conversation = ConversationTexts(project=project, end_user=end_user, budgets=budgets)
         searched = conversation.search_lines(question.text)
         for budget in budgets:
-            result = conversation.context(question.text, budget)
+            result = conversation.context(question, budget)
             last = conversation.last_turns[budget]
             search = ranked_fit(searched, budget)
             scores[budget].append({
@@ -312,12 +255,33 @@ def questions_score(
 # --- the evaluation -------------------------------------------------------------------
 
 
+def budgets_report(
+    questions: list[Question], layout: Layout, budgets: list[int],
+    scores: dict[int, list[dict[str, Score]]], found: dict[int, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Per budget: the mean tokens, the table, BEAM's sides, the context's sections."""
+    reports = []
+    for budget in budgets:
+        report: dict[str, Any] = {
+            "budget": budget,
+            "questions": len(questions),
+            "tokens_mean": tokens_mean(scores[budget]),
+            "groups": budget_table(questions, scores[budget], layout),
+        }
+        sides = sides_table(questions, scores[budget])
+        if sides:
+            report["sides"] = sides
+        report["context_sections"] = sections_summary(found[budget])
+        reports.append(report)
+    return reports
+
+
 def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
     """Load, let the workers finish, score every question at every budget, print the
     tables and write --json; Django set up."""
     clock = Clock()
     with clock.phase("read"):
-        dataset, questions = dataset_read(args)
+        dataset, questions, layout = dataset_read(args)
     with evaluation_project(args, dataset, clock) as project:
         with clock.phase("workers"):
             workers = workers_finish(project=project)
@@ -326,16 +290,7 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
                 project=project, dataset=dataset, questions=questions, budgets=args.budgets,
                 progress=bar.update,
             )  # fmt: skip
-    budgets = [
-        {
-            "budget": budget,
-            "questions": len(questions),
-            "tokens_mean": tokens_mean(scores[budget]),
-            "groups": budget_table(questions, scores[budget]),
-            "context_sections": sections_summary(found[budget]),
-        }
-        for budget in args.budgets
-    ]
+    budgets = budgets_report(questions, layout, args.budgets, scores, found)
     report = {
         "dataset": dataset.name,
         "description": dataset.description,
@@ -346,8 +301,10 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
         "skipped": dataset.skipped,
         "settings": args.settings,
         "workers": workers,
+        "answers_row": layout.answers_row,
+        "answers_note": ANSWERS_NOTE if args.path.is_dir() else None,
         "budgets": budgets,
-        "verdict": verdict(budgets),
+        "verdict": verdict(budgets, layout.answers_row),
         "methods": METHOD_TITLES,
         "timings_s": clock.seconds,
     }
@@ -362,10 +319,15 @@ def evaluation_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="a LoCoMo .json file")
-    parser.add_argument("--budgets", default=DEFAULT_BUDGETS, help="comma-separated token budgets")
     parser.add_argument(
-        "--conversations", help="positions in the file (1-2, 1,3) or sample ids (conv-26)"
+        "path", type=Path, help="a LoCoMo .json file or a BEAM folder, e.g. ../beam"
+    )
+    parser.add_argument("--budgets", default=DEFAULT_BUDGETS, help="comma-separated token budgets")
+    parser.add_argument("--size", help="BEAM: the chats/ size folder, e.g. 100K")
+    parser.add_argument(
+        "--conversations",
+        help="LoCoMo: positions in the file (1-2, 1,3) or sample ids (conv-26); "
+        "BEAM: conversation numbers (11-20, 11,12)",
     )
     parser.add_argument("--project", help="evaluate an already loaded project (else a new one)")
     parser.add_argument("--keep", action="store_true", help="keep the loaded project")
@@ -377,12 +339,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _selection_check(args: argparse.Namespace) -> None:
+    """--size and --conversations parsed and checked against PATH."""
+    if args.path.is_dir():
+        if args.conversations is not None:
+            args.conversations = conversations_parse(args.conversations)
+        beam_folders(args.path, size=args.size, only=args.conversations)
+        return
+    if args.size:
+        raise SelectionError("--size picks BEAM conversations, not LoCoMo")
+    locomo_conversations(args.path, args.conversations)
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """The parsed command line; exits naming the problem before anything starts."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if not args.path.is_file():
-        parser.error(f"{args.path} is not a LoCoMo .json file")
+    if not args.path.is_file() and not args.path.is_dir():
+        parser.error(f"{args.path} is neither a LoCoMo .json file nor a BEAM folder")
     try:
         args.budgets = sorted({int(part) for part in args.budgets.split(",") if part.strip()})
     except ValueError:
@@ -390,9 +364,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.budgets or min(args.budgets) < 1:
         parser.error("--budgets: give one or more positive token counts, e.g. 1000,2000")
     try:
-        locomo_conversations(args.path, args.conversations)
+        _selection_check(args)
         args.settings = settings_parse(args.settings)
-    except SelectionError as error:
+    except (SelectionError, BeamError) as error:
         parser.error(str(error))
     except SettingsError as error:
         parser.error(f"--set: {error}")

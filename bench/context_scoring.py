@@ -1,14 +1,24 @@
-"""What bench/context_eval.py scores and reports, without Django: LoCoMo's questions with
-their gold answers, the two tests (an evidence turn's text in a rendered context, a
-normalized gold answer in it), the two baselines fitted to a budget, the table per
-budget, where in the context its finds lie, and the verdict against the baselines.
+"""What bench/context_eval.py scores, without Django: the questions with their evidence
+turns and gold answers (LoCoMo's here, BEAM's in bench/context_beam.py), the two tests
+(an evidence turn's text in a rendered text, a normalized gold answer in it), the two
+baselines fitted to a budget, and the table per budget (bench/context_report.py prints
+it).
 
 * **Evidence recall**: the share of a question's evidence turns whose text (whitespace
   collapsed) is a substring of the rendered text (whitespace collapsed).
-* **Answer containment**: whether the gold answer, normalized (lower case, punctuation
-  and the articles a/an/the removed, whitespace collapsed), appears in the normalized
-  text as whole words; categories 1-4 only (5 is adversarial: its questions have no
-  answer in the conversation).
+* **Answer containment**: whether the gold answer appears in the text as whole words,
+  both normalized alike: every date first written as tokens of its own whatever its
+  format (dates_canonical), then lower case, punctuation and the articles a/an/the
+  removed, whitespace collapsed (SQuAD's normalization). A date of a day (2023-05-07,
+  "7 May 2023", "7th of May, 2023", "May 7, 2023", "7 May, 2023") becomes "2023
+  month202305 day0507 date20230507", a month ("May 2023", "May, 2023", "2023-05")
+  "2023 month202305", a day without a year ("13 August", "August 13") "day0813": so
+  an answer "7 May 2023" is found in a line dated "[2023-05-07]", an answer "May 2023"
+  in any text naming a day of May 2023 (as "May 2023" was always found in "7 May 2023")
+  and a bare year in any date of that year; the rest of the answer stays as it is ("The
+  sunday before 25 May 2023" still needs "sunday before" right before the date). This
+  is the only answer scoring: LoCoMo's categories 1-4 (5 is adversarial: no answer in
+  the conversation), BEAM's short answers.
 """
 
 from __future__ import annotations
@@ -18,8 +28,8 @@ import re
 import statistics
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +38,6 @@ from memories.providers.tokens import token_count
 
 METHODS = ("context", "last_turns", "search")
 METHOD_TITLES = {"context": "context", "last_turns": "last turns", "search": "search"}
-# the context's sections in the order it fills them (memories/services/context/fitting.py)
-SECTIONS = ("synopsis", "facts", "working", "history", "retrieved")
-ORDER = [*(CATEGORIES[number] for number in (1, 2, 3, 4, 5)), "cat1-4", "all"]
-EVIDENCE_MARGIN = 2.0  # points the context may trail the search baseline on evidence
 ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 
 
@@ -39,23 +45,32 @@ class SelectionError(ValueError):
     """--conversations names no conversation of the file."""
 
 
-# --- the data set ---------------------------------------------------------------------
+# --- the questions --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Question:
-    """A LoCoMo question as scored here: its evidence turns' texts and its gold answer
-    (None in category 5)."""
+    """A question as scored here: its evidence turns' texts and its gold answer (None:
+    nothing to look for, e.g. LoCoMo's category 5). A LoCoMo question has its
+    ``category``; a BEAM question its ``question_type`` (category 0), the room it is
+    asked in (``room``, an external id) and its evidence turn ids per side
+    (``sides``: {"original_info": ..., "updated_info": ...} of a knowledge update)."""
 
     conversation: str
     text: str
     category: int
-    evidence: dict[str, str]  # dia_id -> the turn's text
+    evidence: dict[str, str]  # turn id -> the turn's text
     answer: str | None
+    question_type: str | None = None
+    room: str | None = None
+    sides: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def groups(self) -> tuple[str, ...]:
-        """The rows it counts in: its category's, "cat1-4" (not category 5) and "all"."""
+        """The rows it counts in: its type's, or its category's and "cat1-4" (not
+        category 5); and "all"."""
+        if self.question_type is not None:
+            return (self.question_type, "all")
         category = CATEGORIES[self.category]
         return (category, "all") if self.category == 5 else (category, "cat1-4", "all")
 
@@ -115,6 +130,73 @@ def locomo_conversations(path: Path, only: str | None) -> list[Conversation]:
     return conversations_select(locomo_load(path), only)
 
 
+# --- dates ----------------------------------------------------------------------------
+
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_YEAR = r"(\d{4})(?!\d)"
+# a month's name or its abbreviation, not the start of a longer word ("marble")
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])\.?"
+)
+# without a year only the full names: "may 4" is too often a verb and a number
+_FULL_MONTH = (
+    r"(january|february|march|april|may|june|july|august|september|october|november"
+    r"|december)(?![a-z])"
+)
+MONTH_NUMBERS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+# each pattern is bounded and starts at a digit or a word: linear time; applied in this
+# order, to a text with its whitespace collapsed (one space between words)
+_DATE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)"), "ymd"),
+    (re.compile(rf"(?<!\d)(\d{{1,2}}){_ORDINAL} (?:of )?{_MONTH},? {_YEAR}", re.I), "dmy"),
+    (re.compile(rf"\b{_MONTH} (\d{{1,2}}){_ORDINAL},? {_YEAR}", re.I), "mdy"),
+    (re.compile(rf"\b{_MONTH},? (?:of )?{_YEAR}", re.I), "my"),
+    (re.compile(r"(?<!\d)(\d{4})-(\d{1,2})(?!-?\d)"), "ym"),
+    (re.compile(rf"(?<!\d)(\d{{1,2}}){_ORDINAL} (?:of )?{_FULL_MONTH}", re.I), "dm"),
+    (re.compile(rf"\b{_FULL_MONTH} (\d{{1,2}}){_ORDINAL}(?![\d:])", re.I), "md"),
+)
+
+
+def _month(text: str) -> int:
+    return int(text) if text.isdigit() else MONTH_NUMBERS[text[:3].lower()]
+
+
+def _date_tokens(match: re.Match[str], layout: str) -> str:
+    """The tokens of one date (see the module's docstring); the match unchanged when it
+    is no date (a month 13, a day 32)."""
+    parts = dict(zip(layout, match.groups(), strict=True))
+    month = _month(parts["m"])
+    day = int(parts.get("d", "1"))
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return match[0]
+    if "y" not in parts:
+        return f" day{month:02d}{day:02d} "
+    year = parts["y"]
+    tokens = f" {year} month{year}{month:02d} "
+    if "d" in parts:
+        tokens += f"day{month:02d}{day:02d} date{year}{month:02d}{day:02d} "
+    return tokens
+
+
+def dates_canonical(text: str) -> str:
+    """``text`` with its whitespace collapsed and every date in it, whatever its format,
+    written as its tokens (see the module's docstring)."""
+    text = whitespace_collapsed(text)
+    for pattern, layout in _DATE_PATTERNS:
+        text = pattern.sub(_date_replacer(layout), text)
+    return text
+
+
+def _date_replacer(layout: str) -> Callable[[re.Match[str]], str]:
+    return lambda match: _date_tokens(match, layout)
+
+
 # --- the two tests --------------------------------------------------------------------
 
 
@@ -129,6 +211,11 @@ def answer_normalize(text: str) -> str:
     return whitespace_collapsed(ARTICLES.sub(" ", text))
 
 
+def answer_words(text: str) -> str:
+    """What answer containment compares: the text's dates as tokens, then normalized."""
+    return answer_normalize(dates_canonical(text))
+
+
 @dataclass(frozen=True)
 class Rendered:
     """A text as both tests read it, normalized once."""
@@ -138,14 +225,14 @@ class Rendered:
 
     @classmethod
     def of(cls, text: str) -> Rendered:
-        return cls(whitespace_collapsed(text), f" {answer_normalize(text)} ")
+        return cls(whitespace_collapsed(text), f" {answer_words(text)} ")
 
     def has_turn(self, turn_text: str) -> bool:
         wanted = whitespace_collapsed(turn_text)
         return bool(wanted) and wanted in self.collapsed
 
     def has_answer(self, answer: str) -> bool:
-        wanted = answer_normalize(answer)
+        wanted = answer_words(answer)
         return bool(wanted) and f" {wanted} " in self.normalized
 
 
@@ -154,16 +241,16 @@ class Score:
     """One method's text for one question at one budget, scored."""
 
     evidence: float  # share of the evidence turns found
-    answer: bool | None  # None: category 5, or an answer with nothing left to look for
+    answer: bool | None  # None: no answer, or an answer with nothing left to look for
     tokens: int
-    found: frozenset[str] = frozenset()  # the evidence dia_ids found
+    found: frozenset[str] = frozenset()  # the evidence turn ids found
 
 
 def score(question: Question, text: str, tokens: int) -> Score:
     rendered = Rendered.of(text)
     found = frozenset(d for d, turn in question.evidence.items() if rendered.has_turn(turn))
     answer = None
-    if question.answer is not None and answer_normalize(question.answer):
+    if question.answer is not None and answer_words(question.answer):
         answer = rendered.has_answer(question.answer)
     return Score(len(found) / len(question.evidence), answer, tokens, found)
 
@@ -210,16 +297,37 @@ def ranked_fit(lines: Iterable[str], budget: int, encoding: str = "cl100k_base")
 # --- the table ------------------------------------------------------------------------
 
 
-def _mean(values: list[float]) -> float | None:
+@dataclass(frozen=True)
+class Layout:
+    """A data set's table: its rows in ``order`` (those without questions are left
+    out), the row the verdict reads answers from (``answers_row``), and the rows whose
+    answer containment is not reported (``answerless``: LoCoMo's "all" would repeat
+    "cat1-4", its category 5 having no answers)."""
+
+    order: tuple[str, ...]
+    answers_row: str
+    answerless: frozenset[str] = frozenset()
+
+
+LOCOMO_LAYOUT = Layout(
+    order=(*(CATEGORIES[number] for number in (1, 2, 3, 4, 5)), "cat1-4", "all"),
+    answers_row="cat1-4",
+    answerless=frozenset({"all"}),
+)
+
+
+def mean_percent(values: list[float]) -> float | None:
     return round(100 * statistics.fmean(values), 1) if values else None
 
 
 def budget_table(
-    questions: Sequence[Question], scores: Sequence[dict[str, Score]]
+    questions: Sequence[Question],
+    scores: Sequence[dict[str, Score]],
+    layout: Layout = LOCOMO_LAYOUT,
 ) -> dict[str, dict[str, Any]]:
-    """Per row of ORDER: its questions, those with an answer to look for, and each
+    """Per row of the layout: its questions, those with an answer to look for, and each
     method's evidence recall and answer containment in percent (None: nothing to
-    score, e.g. the answer containment of category 5)."""
+    score, e.g. the answer containment of LoCoMo's category 5)."""
     evidence: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     answers: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, int] = defaultdict(int)
@@ -231,15 +339,16 @@ def budget_table(
                 if result.answer is not None:
                     answers[group][method].append(1.0 if result.answer else 0.0)
     table = {}
-    for group in ORDER:
+    for group in layout.order:
         if not counts[group]:
             continue
+        reported = group not in layout.answerless
         table[group] = {
             "questions": counts[group],
-            "answerable": len(answers[group]["context"]) if group != "all" else None,
-            "evidence_recall": {m: _mean(evidence[group][m]) for m in METHODS},
+            "answerable": len(answers[group]["context"]) if reported else None,
+            "evidence_recall": {m: mean_percent(evidence[group][m]) for m in METHODS},
             "answer_containment": {
-                m: _mean(answers[group][m]) if group != "all" else None for m in METHODS
+                m: mean_percent(answers[group][m]) if reported else None for m in METHODS
             },
         }
     return table
@@ -250,132 +359,3 @@ def tokens_mean(scores: Sequence[dict[str, Score]]) -> dict[str, float]:
         method: round(statistics.fmean(s[method].tokens for s in scores), 1) if scores else 0.0
         for method in METHODS
     }
-
-
-def _cell(value: float | None) -> str:
-    return f"{value:>10.1f}" if value is not None else f"{'-':>10}"
-
-
-def table_lines(budget: dict[str, Any]) -> list[str]:
-    """One budget's report as text: a row per category, the two metrics side by side."""
-    titles = [METHOD_TITLES[m] for m in METHODS]
-    width = max(len(group) for group in ORDER)
-    tokens = budget["tokens_mean"]
-    lines = [
-        f"budget {budget['budget']} tokens, {budget['questions']} questions; mean tokens: "
-        + ", ".join(f"{METHOD_TITLES[m]} {tokens[m]}" for m in METHODS),
-        f"{'':<{width}} {'':>4} {'':>4}  {'evidence recall (%)':^32}  "
-        f"{'answer containment (%)':^32}",
-        f"{'category':<{width}} {'n':>4} {'ans':>4}  "
-        + " ".join(f"{t:>10}" for t in titles) + "  " + " ".join(f"{t:>10}" for t in titles),
-    ]  # fmt: skip
-    for group, row in budget["groups"].items():
-        answerable = row["answerable"]
-        lines.append(
-            f"{group:<{width}} {row['questions']:>4} "
-            + (f"{answerable:>4}" if answerable is not None else f"{'':>4}")
-            + "  "
-            + " ".join(_cell(row["evidence_recall"][m]) for m in METHODS)
-            + "  "
-            + " ".join(_cell(row["answer_containment"][m]) for m in METHODS)
-        )
-    return lines
-
-
-def sections_summary(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per section over a budget's questions: mean tokens (0 where empty), the answers
-    it holds (and holds alone), the evidence turns it holds."""
-    seen = {name for question in found for name in question}
-    names = [name for name in SECTIONS if name in seen] + sorted(seen - set(SECTIONS))
-    summary = {}
-    for name in names:
-        summary[name] = {
-            "tokens_mean": round(
-                sum(q[name]["tokens"] for q in found if name in q) / max(len(found), 1), 1
-            ),
-            "answers": sum(1 for q in found if name in q and q[name]["answer"]),
-            "answers_only_here": sum(
-                1
-                for q in found
-                if name in q
-                and q[name]["answer"]
-                and not any(s["answer"] for other, s in q.items() if other != name)
-            ),
-            "evidence_turns": sum(len(q[name]["evidence"]) for q in found if name in q),
-        }
-    return summary
-
-
-def verdict(budgets: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per budget: the context's answer containment (categories 1-4) against both
-    baselines, and its evidence recall (all questions) against the search baseline."""
-    result: dict[str, Any] = {}
-    for budget in budgets:
-        answers = budget["groups"].get("cat1-4", {}).get("answer_containment", {})
-        evidence = budget["groups"]["all"]["evidence_recall"]
-        margins = {
-            "answers_vs_last_turns": _difference(answers, "last_turns"),
-            "answers_vs_search": _difference(answers, "search"),
-            "evidence_vs_search": _difference(evidence, "search"),
-        }
-        result[str(budget["budget"])] = {
-            **margins,
-            "beats_both_on_answers": all(
-                (margins[key] or 0) > 0 for key in ("answers_vs_last_turns", "answers_vs_search")
-            ),
-            "evidence_within_margin": (margins["evidence_vs_search"] or 0) >= -EVIDENCE_MARGIN,
-        }
-    return result
-
-
-def _difference(row: dict[str, float | None], baseline: str) -> float | None:
-    context, other = row.get("context"), row.get(baseline)
-    return None if context is None or other is None else round(context - other, 1)
-
-
-# --- the report -----------------------------------------------------------------------
-
-
-def report_print(report: dict[str, Any]) -> None:
-    """The report as text: what the workers produced, then a table per budget."""
-    skipped = ", ".join(f"{group} {count}" for group, count in report["skipped"].items())
-    print(
-        f"{report['description']}: {report['turns']} turns, {report['questions']} questions"
-        + (f" (without evidence, left out: {skipped})" if skipped else "")
-    )
-    if report["settings"]:
-        print(f"project settings: {json.dumps(report['settings'])}")
-    workers = report["workers"]
-    synopses = (
-        "none (no synopsis generation)" if workers["synopses"] is None else workers["synopses"]
-    )
-    print(
-        f"workers: {workers['summaries']} summaries ({workers['rooms_summarized']} rooms over "
-        f"capacity, {workers['messages_archived']} messages archived), facts "
-        + ", ".join(f"{kind} {n}" for kind, n in workers["facts"].items())
-        + f" ({workers['facts_superseded']} superseded; messages mined "
-        + ", ".join(f"{status} {n}" for status, n in workers["messages_mined"].items())
-        + f"), synopses {synopses}"
-    )
-    for budget in report["budgets"]:
-        print()
-        print("\n".join(table_lines(budget)))
-        print(
-            "context sections (mean tokens; answers held, alone; evidence turns): "
-            + "; ".join(
-                f"{name} {s['tokens_mean']}, {s['answers']}, {s['answers_only_here']}, "
-                f"{s['evidence_turns']}"
-                for name, s in budget["context_sections"].items()
-            )
-        )
-        judged = report["verdict"][str(budget["budget"])]
-        print(
-            f"context - last turns on answers (cat1-4): {_signed(judged['answers_vs_last_turns'])}"
-            f" points, - search: {_signed(judged['answers_vs_search'])} points; evidence recall "
-            f"(all) - search: {_signed(judged['evidence_vs_search'])} points"
-        )
-    print("time: " + ", ".join(f"{name} {s} s" for name, s in report["timings_s"].items()))
-
-
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+}"

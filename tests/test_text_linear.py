@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 import synopsis.extraction as extraction
 import synopsis.extraction_drafts as drafts
 import synopsis.extraction_lexicon as lexicon
+from bench.context_scoring import dates_canonical
 from console.templatetags.console_text import highlight, query_terms
 from ingestion.chunkers import RecursiveChunker, TokenWindowChunker
 from ingestion.loaders.document import LoaderError
@@ -126,6 +127,8 @@ FUNCTIONS: dict[str, Callable[[str], Any]] = {
     "keyword query words": _words_planned,
     "context query": lambda text: query_from_messages([{"role": "user", "content": text}] * 3),
     "context item text": lambda text: Candidate("retrieved", "k", "message", text, 0.0).norm,
+    # the benchmark's answer scoring reads whole contexts (bench/context_scoring.py)
+    "benchmark dates": dates_canonical,
     # the patterns themselves: query_time_range reads only a query's first characters
     "query time patterns": lambda text: [
         collections.deque(pattern.finditer(text), maxlen=0) for _, pattern in TIME_PATTERNS

@@ -18,6 +18,7 @@ from bench.context_scoring import (
     Score,
     SelectionError,
     answer_normalize,
+    answer_words,
     budget_table,
     conversations_select,
     last_turns_fit,
@@ -71,8 +72,8 @@ SAMPLE = [
 
 # the last two turns of conv-x as the context renders its history (and the baseline)
 LAST_TWO = (
-    "[2023-06-20 10:00] Ben: Ben: I started learning the cello last week.\n"
-    "[2023-06-20 10:00] Ana: Ana: Cool, how are the lessons going?"
+    "[2023-06-20 10:00] Ben: I started learning the cello last week.\n"
+    "[2023-06-20 10:00] Ana: Cool, how are the lessons going?"
 )
 
 
@@ -116,6 +117,41 @@ def test_an_answer_counts_as_whole_words_and_a_turn_with_any_whitespace():
     assert rendered.has_turn("we went to a party, with ART supplies")
     assert not rendered.has_turn("with art supplies")  # a turn's text keeps its case
     assert not rendered.has_turn("  ")
+
+
+@pytest.mark.parametrize(
+    ("answer", "text", "found"),
+    [
+        ("7 May 2023", "[2023-05-07]\nAna: we went", True),  # the context's day line
+        ("7 May 2023", "[2023-05-07 14:30] Ana: we went", True),  # a history line
+        ("May 7, 2023", "on 7 May, 2023 we", True),
+        ("19 January, 2023", "it was January 19th, 2023", True),
+        ("7 May 2023", "the 7th of May 2023", True),
+        ("7 May 2023", "[2023-05-08] Ana: yesterday", False),
+        ("7 May 2023", "on 17 May 2023", False),
+        ("May 2023", "[2023-05-07] Ana", True),  # a day of that month
+        ("May, 2023", "in 2023-05", True),
+        ("June 2023", "[2023-05-07] Ana", False),
+        ("13 August", "[2023-08-13] Ben: hi", True),
+        ("13 August", "[2023-08-31] Ben: hi", False),
+        ("2022", "[2022-03-01] Ben: hi", True),  # a bare year: any date of that year
+        ("2022", "[2023-03-01] Ben: in 20222", False),
+        # the words beside a date still count, right before it
+        ("The sunday before 25 May 2023", "the Sunday before May 25th, 2023", True),
+        ("The sunday before 25 May 2023", "[2023-05-25] Ana: the sunday before", False),
+        ("Since 2016", "since 2016-04", True),  # a month of 2016 is in 2016
+        ("Since 2016", "from 2016-04", False),
+    ],
+)
+def test_dates_count_in_any_format(answer, text, found):
+    assert Rendered.of(text).has_answer(answer) is found
+
+
+def test_dates_become_tokens_and_what_is_no_date_stays():
+    assert answer_words("May 7, 2023") == "2023 month202305 day0507 date20230507"
+    assert answer_words("Feb. 3rd, 2024") == "2024 month202402 day0203 date20240203"
+    assert answer_words("a marble 2023 and 2023-13-01") == "marble 2023 and 20231301"
+    assert answer_words("32 May 2023") == "32 2023 month202305"  # no day 32: the month
 
 
 def test_a_score_counts_evidence_shares_and_no_answer_in_category_5():
@@ -320,4 +356,4 @@ def test_bad_options_stop_the_command_naming_them(sample_path, options, message)
 def test_a_missing_file_stops_the_command(tmp_path):
     done = _command(tmp_path / "missing.json")
     assert done.returncode == 2
-    assert "missing.json is not a LoCoMo .json file" in done.stderr
+    assert "missing.json is neither a LoCoMo .json file nor a BEAM folder" in done.stderr
