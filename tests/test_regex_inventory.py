@@ -185,6 +185,14 @@ REVIEWED: dict[str, dict[str, str]] = {
         "Candidate::norm a810f32b5f": "one class, one way",
         "_body e78c9d49c4": "anchored at ^ (sub tries other positions in O(1)); [^:]{0,80} bounded",
     },
+    "memories/services/search/time_range.py": {
+        # a query's first 2,000 characters; each pattern also in tests/test_text_linear.py
+        "PATTERNS a54b0d6165": "starts at a word boundary; bounded words and digits, \\s+ between",
+        "PATTERNS a063c7c905": "starts at a word boundary; a month's name, \\s+, four digits",
+        "PATTERNS 969ac508b2": "starts at a word boundary; a preposition, \\s+, four digits",
+        "PATTERNS a800c7ecc1": "starts at a word boundary; a preposition, \\s+, a month's name",
+        "PATTERNS 3118c6ea1b": "starts at a word boundary; fixed words and \\d{1,3}",
+    },
     "memories/services/working_store.py": {
         "_INDEX_KEY af141ccc24": "Redis key names the hub writes; anchored",
     },
