@@ -5,10 +5,10 @@ verdict against the baselines."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from bench.context_scoring import METHOD_TITLES, METHODS
+from bench.evaluate import report_header_print
 
 # the context's sections in the order it fills them (memories/services/context/fitting.py)
 SECTIONS = ("synopsis", "facts", "working", "history", "retrieved")
@@ -125,13 +125,7 @@ def sides_lines(sides: dict[str, dict[str, Any]]) -> list[str]:
 
 def report_print(report: dict[str, Any]) -> None:
     """The report as text: what the workers produced, then a table per budget."""
-    skipped = ", ".join(f"{group} {count}" for group, count in report["skipped"].items())
-    print(
-        f"{report['description']}: {report['turns']} turns, {report['questions']} questions"
-        + (f" (without evidence, left out: {skipped})" if skipped else "")
-    )
-    if report["settings"]:
-        print(f"project settings: {json.dumps(report['settings'])}")
+    report_header_print(report)
     if report.get("answers_note"):
         print(report["answers_note"])
     workers = report["workers"]

@@ -298,8 +298,9 @@ def rankings_evaluate(
     return reports
 
 
-def table_print(report: dict[str, Any]) -> None:
-    """The report as a table, a block of rows per mode."""
+def report_header_print(report: dict[str, Any]) -> None:
+    """What was evaluated: the data set, its turns and questions (and those left out),
+    the project settings tried; bench/context_eval.py's report starts so too."""
     skipped = ", ".join(f"{group} {count}" for group, count in report["skipped"].items())
     print(
         f"{report['description']}: {report['turns']} turns, {report['questions']} questions"
@@ -307,6 +308,11 @@ def table_print(report: dict[str, Any]) -> None:
     )
     if report["settings"]:
         print(f"project settings: {json.dumps(report['settings'])}")
+
+
+def table_print(report: dict[str, Any]) -> None:
+    """The report as a table, a block of rows per mode."""
+    report_header_print(report)
     mode_width = max(len(mode["mode"]) for mode in report["modes"])
     group_width = max(len("questions"), *(len(group) for group in report["order"]))
     print(
