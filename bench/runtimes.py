@@ -1,14 +1,17 @@
 #!/usr/bin/env python
-"""The local model's runtimes side by side (EMBEDDING_RUNTIME: torch, onnx-fp32,
+"""A local model's runtimes side by side (EMBEDDING_RUNTIME: torch, onnx-fp32,
 onnx-int8), on LoCoMo turns and questions:
 
     .venv/bin/python bench/runtimes.py ../shared/data/locomo-dev.json
+    .venv/bin/python bench/runtimes.py PATH --model all-mpnet-base-v2 --turns 640
     .venv/bin/python bench/runtimes.py PATH --recall            # + bench/evaluate.py per runtime
     .venv/bin/python bench/runtimes.py PATH --recall --mixed    # + torch memories, ONNX queries
     .venv/bin/python bench/runtimes.py PATH --runtimes torch,onnx-int8 --json OUT.json
 
 Per runtime, in a fresh process each (so its imports and memory are its own), through
-the provider the hub uses (memories.providers.embeddings.LocalEmbeddingProvider):
+the provider the hub uses (memories.providers.embeddings.LocalEmbeddingProvider), with
+--model as EMBEDDING_MODEL (all-MiniLM-L6-v2 by default) and --turns the first N turns
+(all by default: all-mpnet-base-v2 embeds some ten times slower):
 
 * ``per_second``: texts per second embedding every turn in calls of EMBEDDING_BATCH_SIZE
   (64) in arrival order, as the worker embeds its claims, on EMBEDDING_TORCH_THREADS
@@ -43,6 +46,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 RUNTIMES = ("torch", "onnx-fp32", "onnx-int8")
+MODELS = {"all-MiniLM-L6-v2": 384, "all-mpnet-base-v2": 768}  # EMBEDDING_DIMENSION of each
 
 
 def loadavg() -> str:
@@ -65,9 +69,12 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def measure(runtime: str, path: Path) -> dict[str, Any]:
+def measure(runtime: str, path: Path, *, model: str, turns_max: int) -> dict[str, Any]:
     """One runtime's throughput, query latency and memory, in this process."""
     os.environ["EMBEDDING_RUNTIME"] = runtime
+    os.environ["EMBEDDING_PROVIDER"] = "local"
+    os.environ["EMBEDDING_MODEL"] = model
+    os.environ["EMBEDDING_DIMENSION"] = str(MODELS[model])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
     import django
 
@@ -79,12 +86,14 @@ def measure(runtime: str, path: Path) -> dict[str, Any]:
 
     dataset = locomo_dataset(path)
     turns = [message.content for dialogue in dataset.dialogues for message in dialogue.messages]
+    turns = turns[:turns_max] if turns_max else turns
     questions = [probe.text for dialogue in dataset.dialogues for probe in dialogue.probes]
     config = settings.EMBEDDING
     provider = get_provider()
     started = time.perf_counter()
     provider.embed(["MemoryHub start-up check"])
     result: dict[str, Any] = {
+        "model": model,
         "runtime": runtime,
         "load_s": round(time.perf_counter() - started, 2),
         "rss_mib": rss_mib(),
@@ -114,11 +123,12 @@ def measure(runtime: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def measured(runtime: str, path: Path) -> dict[str, Any]:
+def measured(runtime: str, path: Path, *, model: str, turns_max: int) -> dict[str, Any]:
     """``measure`` in a child process, with the load average around it."""
     before = loadavg()
     done = subprocess.run(
-        [sys.executable, __file__, str(path), "--child", runtime],
+        [sys.executable, __file__, str(path), "--child", runtime, "--model", model,
+         "--turns", str(turns_max)],
         cwd=BASE_DIR, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode:
@@ -129,7 +139,7 @@ def measured(runtime: str, path: Path) -> dict[str, Any]:
 
 
 def evaluated(
-    path: Path, runtime: str, *, extra: list[str] | None = None
+    path: Path, runtime: str, *, model: str, extra: list[str] | None = None
 ) -> dict[str, dict[str, float]]:
     """recall@10 and recall@5 per mode from bench/evaluate.py on ``runtime``."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -138,7 +148,9 @@ def evaluated(
         subprocess.run(
             [sys.executable, str(BASE_DIR / "bench" / "evaluate.py"), str(path),
              "--json", str(report), *(extra or [])],
-            cwd=BASE_DIR, env={**os.environ, "EMBEDDING_RUNTIME": runtime}, check=True,
+            cwd=BASE_DIR, check=True,
+            env={**os.environ, "EMBEDDING_RUNTIME": runtime, "EMBEDDING_PROVIDER": "local",
+                 "EMBEDDING_MODEL": model, "EMBEDDING_DIMENSION": str(MODELS[model])},
         )  # fmt: skip
         data = json.loads(report.read_text())
     modes = {
@@ -152,15 +164,15 @@ def evaluated(
     return modes
 
 
-def mixed_evaluated(path: Path, runtimes: list[str]) -> dict[str, Any]:
+def mixed_evaluated(path: Path, runtimes: list[str], *, model: str) -> dict[str, Any]:
     """Memories embedded by torch, queries by each ONNX runtime (one kept project)."""
     name = f"runtimes-mixed-{os.getpid()}"
-    results = {"torch": evaluated(path, "torch", extra=["--keep"])}
+    results = {"torch": evaluated(path, "torch", model=model, extra=["--keep"])}
     project_rename_newest(name)
     try:
         for runtime in runtimes:
             if runtime != "torch":
-                results[runtime] = evaluated(path, runtime, extra=["--project", name])
+                results[runtime] = evaluated(path, runtime, model=model, extra=["--project", name])
     finally:
         project_delete(name)
     return results
@@ -188,8 +200,9 @@ def project_delete(name: str) -> None:
 
 
 def table_print(results: list[dict[str, Any]]) -> None:
+    print(f"\n{results[0]['model']}, {results[0]['turns']} turns" if results else "")
     print(
-        f"\n{'runtime':<10} {'texts/s (64s)':>13} {'one sorted':>10} {'query p50':>9} "
+        f"{'runtime':<10} {'texts/s (64s)':>13} {'one sorted':>10} {'query p50':>9} "
         f"{'p95 ms':>6} {'RSS MiB':>7} {'torch':>5}  load"
     )
     for r in results:
@@ -213,25 +226,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="a LoCoMo .json file")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument("--model", default="all-MiniLM-L6-v2", choices=list(MODELS))
+    parser.add_argument("--turns", type=int, default=0, help="the first N turns (0: all)")
     parser.add_argument("--recall", action="store_true", help="bench/evaluate.py per runtime")
     parser.add_argument("--mixed", action="store_true", help="torch memories, ONNX queries")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(args.child, args.path)))
+        print(json.dumps(measure(args.child, args.path, model=args.model, turns_max=args.turns)))
         return 0
     runtimes = [name.strip() for name in args.runtimes.split(",") if name.strip()]
     report: dict[str, Any] = {"cpus": os.cpu_count(), "model": []}
     for runtime in runtimes:
-        report["model"].append(measured(runtime, args.path))
+        report["model"].append(measured(runtime, args.path, model=args.model, turns_max=args.turns))
         print(json.dumps(report["model"][-1]), flush=True)
     table_print(report["model"])
     if args.recall:
-        report["recall"] = {runtime: evaluated(args.path, runtime) for runtime in runtimes}
+        report["recall"] = {
+            runtime: evaluated(args.path, runtime, model=args.model) for runtime in runtimes
+        }
         recall_print("LoCoMo, every runtime embedding memories and queries:", report["recall"])
     if args.mixed:
-        report["mixed"] = mixed_evaluated(args.path, runtimes)
+        report["mixed"] = mixed_evaluated(args.path, runtimes, model=args.model)
         recall_print("LoCoMo, memories embedded by torch, queries by:", report["mixed"])
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

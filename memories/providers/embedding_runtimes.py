@@ -1,9 +1,10 @@
-"""The runtimes of the local model (settings.EMBEDDING["RUNTIME"]): the same
-all-MiniLM-L6-v2 weights run by
+"""The runtimes of the local models (settings.EMBEDDING["RUNTIME"]): the same weights
+of a packaged model (all-MiniLM-L6-v2 or all-mpnet-base-v2, memories.providers.model_files)
+run by
 
 * ``torch``: sentence-transformers on torch, as packaged;
 * ``onnx-fp32`` / ``onnx-int8``: ONNX Runtime on the graphs memories.providers.onnx_export made
-  from the packaged weights (float32, or int8 dynamically quantized), with the HF
+  from the model's weights (float32, or int8 dynamically quantized), with the HF
   ``tokenizers`` package reading the model folder's tokenizer.json. Neither imports
   torch nor sentence-transformers: a web process that embeds queries stays small.
 
@@ -20,7 +21,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from memories.providers.model_files import model_folder, tokenizer_load
+from memories.providers.model_files import MINILM, model_folder, tokenizer_load
 from memories.providers.onnx_export import GRAPHS, onnx_ensure
 
 RUNTIMES = ("torch", "onnx-fp32", "onnx-int8")
@@ -47,7 +48,7 @@ class ModelRuntime(Protocol):
 class TorchRuntime:
     """sentence-transformers on torch (imports both)."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, model: str = MINILM, data_dir: Path | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
@@ -55,7 +56,8 @@ class TorchRuntime:
 
         if threads:
             torch.set_num_threads(threads)
-        self.model = cast(Any, SentenceTransformer(str(model_folder()), device="cpu"))
+        folder = model_folder(model, data_dir)
+        self.model = cast(Any, SentenceTransformer(str(folder), device="cpu"))
         self.dimension = int(self.model.get_embedding_dimension())
         self.max_seq_length = int(self.model.max_seq_length)
         self.tokenizer = self.model.tokenizer
@@ -86,8 +88,8 @@ class WordPieces:
     """The ONNX runtimes' tokenizer, callable as a transformers tokenizer for what
     callers ask of one: ``tokenizer(text, add_special_tokens=False)["input_ids"]``."""
 
-    def __init__(self) -> None:
-        self._tokenizer = tokenizer_load(max_length=None)
+    def __init__(self, *, model: str = MINILM, data_dir: Path | None = None) -> None:
+        self._tokenizer = tokenizer_load(max_length=None, model=model, data_dir=data_dir)
 
     def __call__(
         self,
@@ -111,12 +113,21 @@ class OnnxRuntime:
     """ONNX Runtime on one exported graph; the session is made at the first call after
     a thread change (onnxruntime fixes a session's threads when it is made)."""
 
-    def __init__(self, graph: Path, *, threads: int, dimension: int, max_seq_length: int) -> None:
+    def __init__(
+        self,
+        graph: Path,
+        *,
+        threads: int,
+        dimension: int,
+        max_seq_length: int,
+        model: str = MINILM,
+        data_dir: Path | None = None,
+    ) -> None:
         self.graph = graph
         self.dimension = dimension
         self.max_seq_length = max_seq_length
-        self.tokenizer = WordPieces()
-        self._inputs = tokenizer_load(max_length=max_seq_length)
+        self.tokenizer = WordPieces(model=model, data_dir=data_dir)
+        self._inputs = tokenizer_load(max_length=max_seq_length, model=model, data_dir=data_dir)
         self._threads = threads or os.cpu_count() or 1
         self._session: Any = None
         self._lock = threading.Lock()
@@ -170,18 +181,31 @@ class OnnxRuntime:
                 self._session = None
 
 
-def runtime_load(runtime: str, *, threads: int, onnx_folder: Path) -> ModelRuntime:
-    """The local model on ``runtime`` (one of RUNTIMES); an ONNX runtime exports its
-    graphs into ``onnx_folder`` first if they are missing (memories.providers.onnx_export).
-    Raises ValueError for an unknown runtime, onnx_export.ExportError if the export fails."""
+def runtime_load(
+    runtime: str,
+    *,
+    threads: int,
+    onnx_folder: Path,
+    model: str = MINILM,
+    data_dir: Path | None = None,
+) -> ModelRuntime:
+    """The local ``model`` (a key of model_files.LOCAL_MODELS) on ``runtime`` (one of
+    RUNTIMES); an ONNX runtime exports its graphs into ``onnx_folder`` first if they are
+    missing (memories.providers.onnx_export). ``data_dir`` is where all-mpnet-base-v2 is
+    assembled (settings.DATA_DIR). Raises ValueError for an unknown runtime,
+    onnx_export.ExportError if the export fails, model_files.ModelNotInstalled if the
+    model's packages are missing, model_files.ModelFilesInvalid (a ValueError) if its
+    files fail their checksums."""
     if runtime == "torch":
-        return TorchRuntime(threads)
+        return TorchRuntime(threads, model=model, data_dir=data_dir)
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown EMBEDDING_RUNTIME {runtime!r}: one of {', '.join(RUNTIMES)}")
-    manifest = onnx_ensure(folder=onnx_folder)
+    manifest = onnx_ensure(folder=onnx_folder, model=model, data_dir=data_dir)
     return OnnxRuntime(
         onnx_folder / GRAPHS[runtime],
         threads=threads,
         dimension=int(manifest["dimension"]),
         max_seq_length=int(manifest["max_seq_length"]),
+        model=model,
+        data_dir=data_dir,
     )

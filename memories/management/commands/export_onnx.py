@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from memories.providers.model_files import LOCAL_MODELS, MINILM, ModelNotInstalled
 from memories.providers.onnx_export import (
     STEPS,
     ExportError,
@@ -15,17 +16,24 @@ from memories.providers.onnx_export import (
 
 class Command(BaseCommand):
     help = (
-        "Export the local model (all-MiniLM-L6-v2, from its PyPI package) as ONNX graphs, "
-        "float32 and int8, into the data folder, for EMBEDDING_RUNTIME=onnx-fp32 or "
-        "onnx-int8. Done at first use otherwise; a current export is kept unless --force."
+        "Export a local model (all-MiniLM-L6-v2 by default, or --model all-mpnet-base-v2; "
+        "from their PyPI packages) as ONNX graphs, float32 and int8, into the data folder, "
+        "for EMBEDDING_RUNTIME=onnx-fp32 or onnx-int8. Done at first use otherwise; a "
+        "current export is kept unless --force."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--model", default=MINILM, choices=list(LOCAL_MODELS))
         parser.add_argument("--force", action="store_true", help="export again")
 
-    def handle(self, *args: Any, force: bool, **options: Any) -> None:
-        folder = onnx_folder(settings.DATA_DIR)
-        if not force and manifest_read(folder) is not None:
+    def handle(self, *args: Any, model: str, force: bool, **options: Any) -> None:
+        data_dir = settings.DATA_DIR
+        folder = onnx_folder(data_dir, model=model)
+        try:
+            current = not force and manifest_read(folder, model, data_dir) is not None
+        except (ModelNotInstalled, ValueError) as error:  # missing, or fails its checksums
+            raise CommandError(str(error)) from error
+        if current:
             self.stdout.write(f"The ONNX graphs in {folder} are current (--force exports again).")
             return
         with tqdm(total=len(STEPS), unit="step", disable=None) as bar:
@@ -35,7 +43,9 @@ class Command(BaseCommand):
                 bar.set_description(step)
 
             try:
-                manifest = onnx_export(folder=folder, force=force, progress=progress)
+                manifest = onnx_export(
+                    folder=folder, model=model, data_dir=data_dir, force=force, progress=progress
+                )
             except ExportError as error:
                 raise CommandError(str(error)) from error
             bar.update(bar.total - bar.n)
@@ -43,6 +53,6 @@ class Command(BaseCommand):
             f"{name} {cosine}" for name, cosine in manifest["parity_min_cosine"].items()
         )
         self.stdout.write(
-            f"Exported to {folder} in {manifest['export_seconds']} s "
+            f"Exported {model} to {folder} in {manifest['export_seconds']} s "
             f"(worst cosine to torch: {parity})."
         )

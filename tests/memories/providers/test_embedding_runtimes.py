@@ -1,7 +1,7 @@
-"""The local model's runtimes: torch, onnx-fp32 and onnx-int8 give the same vectors
-(cosine >= 0.99 on 1,000 LoCoMo turns) and the same windows; a process that embeds
-queries on an ONNX runtime never imports torch; the export runs once, under a lock,
-and leaves nothing half-written."""
+"""The local models' runtimes: torch, onnx-fp32 and onnx-int8 give the same vectors
+(cosine >= 0.99 on 1,000 LoCoMo turns) and the same windows, for all-MiniLM-L6-v2 and
+all-mpnet-base-v2; a process that embeds queries on an ONNX runtime never imports
+torch; the export runs once, under a lock, and leaves nothing half-written."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from django.conf import settings
 
 from memories.providers import onnx_export
 from memories.providers.embeddings import EmbeddingError, LocalEmbeddingProvider
+from memories.providers.model_files import LOCAL_MODELS, MPNET
 
 BASE_DIR = Path(settings.BASE_DIR)
 LOCOMO = BASE_DIR.parent / "shared" / "data" / "locomo-dev.json"
@@ -26,12 +27,14 @@ TURNS = 1000
 ONNX_RUNTIMES = ["onnx-fp32", "onnx-int8"]
 
 
-def local(runtime: str) -> LocalEmbeddingProvider:
+def local(
+    runtime: str, model: str = "all-MiniLM-L6-v2", *, window_tokens: int | None = None
+) -> LocalEmbeddingProvider:
     config = settings.EMBEDDING
+    window_tokens = config["WINDOW_TOKENS"] if window_tokens is None else window_tokens
     return LocalEmbeddingProvider(
-        "all-MiniLM-L6-v2", 384, config["BATCH_SIZE"], 0,
-        window_tokens=config["WINDOW_TOKENS"], window_overlap=config["WINDOW_OVERLAP"],
-        runtime=runtime,
+        model, LOCAL_MODELS[model].dimension, config["BATCH_SIZE"], 0,
+        window_tokens=window_tokens, window_overlap=config["WINDOW_OVERLAP"], runtime=runtime,
     )  # fmt: skip
 
 
@@ -149,6 +152,57 @@ def test_a_process_embedding_queries_on_onnx_never_imports_torch(runtime):
     assert lines[-2] == f"{runtime} 384 True []"
 
 
+# --- all-mpnet-base-v2: 768 dimensions, 384 word pieces, its own tokenizer ----------
+
+
+@pytest.fixture(scope="module")
+def mpnet_torch_provider() -> LocalEmbeddingProvider:
+    return local("torch", MPNET)
+
+
+@pytest.fixture(scope="module", params=ONNX_RUNTIMES)
+def mpnet_onnx_provider(request: pytest.FixtureRequest) -> LocalEmbeddingProvider:
+    return local(request.param, MPNET)  # exported once per data folder (about 45 s)
+
+
+@pytest.fixture(scope="module")
+def mpnet_torch_vectors(
+    mpnet_torch_provider: LocalEmbeddingProvider, locomo_turns: list[str]
+) -> np.ndarray:
+    return mpnet_torch_provider.embed(locomo_turns)  # a minute or two on 2 cores
+
+
+def test_mpnet_onnx_vectors_are_torchs(mpnet_onnx_provider, locomo_turns, mpnet_torch_vectors):
+    vectors = mpnet_onnx_provider.embed(locomo_turns)
+    assert vectors.shape == (TURNS, 768) == mpnet_torch_vectors.shape
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    cosines = (vectors * mpnet_torch_vectors).sum(axis=1)
+    print(
+        f"\nmpnet {mpnet_onnx_provider.runtime} vs torch on {len(cosines)} LoCoMo turns: "
+        f"min cosine {cosines.min():.4f}, mean {cosines.mean():.4f}"
+    )
+    assert cosines.min() >= 0.99, locomo_turns[int(cosines.argmin())]
+
+
+def test_mpnet_windows_are_its_own_384_word_pieces(mpnet_torch_provider, mpnet_onnx_provider):
+    texts = [
+        " ".join(f"word{n} and more" for n in range(400)),
+        "Ünïcödé 日本語 and an emoji 🎉, " * 60,
+        "a short text",
+    ]
+    for text in texts:
+        assert mpnet_onnx_provider.windows(text) == mpnet_torch_provider.windows(text)
+    runtime = mpnet_onnx_provider.load()
+    assert (runtime.dimension, runtime.max_seq_length) == (768, 384)
+    tokenizer = runtime.tokenizer  # type: ignore[attr-defined]
+    assert tokenizer("Hello there", add_special_tokens=False)["input_ids"] == [7596, 2049]
+    whole_model = local(mpnet_onnx_provider.runtime, MPNET, window_tokens=0)
+    windows = whole_model.windows(texts[0])
+    pieces = [len(runtime.offsets(texts[0][start:end])) for start, end in windows]
+    assert len(windows) > 1 and pieces[0] == 382  # 384 less its two markers
+    assert max(pieces) <= 382
+
+
 # --- the export: once, under a lock, all or nothing (the heavy steps replaced) ---------
 
 
@@ -161,16 +215,18 @@ def fake_steps(monkeypatch):
         class config:  # noqa: N801 - as a transformers config
             hidden_size = 384
 
-    def transformer_load():
+    def transformer_load(model, data_dir):
         exports.append(time.monotonic())
         time.sleep(0.3)  # long enough for a second exporter to arrive meanwhile
         return Model()
 
     monkeypatch.setattr(onnx_export, "_transformer_load", transformer_load)
     monkeypatch.setattr(onnx_export, "_float_export", lambda model, path: path.write_bytes(b"f"))
-    monkeypatch.setattr(onnx_export, "_int8_quantize", lambda src, dst: dst.write_bytes(b"q"))
     monkeypatch.setattr(
-        onnx_export, "_parity_check", lambda model, graphs: dict.fromkeys(graphs, 1.0)
+        onnx_export, "_int8_quantize", lambda src, dst, model: dst.write_bytes(b"q")
+    )
+    monkeypatch.setattr(
+        onnx_export, "_parity_check", lambda module, graphs, **kw: dict.fromkeys(graphs, 1.0)
     )
     return exports
 
@@ -195,7 +251,7 @@ def test_processes_starting_together_export_once(tmp_path, fake_steps):
 
 
 def test_a_failed_export_leaves_no_graph_and_no_manifest(tmp_path, fake_steps, monkeypatch):
-    def disagree(model, graphs):
+    def disagree(module, graphs, **kw):
         raise onnx_export.ExportError("onnx-int8: cosine 0.5 to torch's vectors")
 
     monkeypatch.setattr(onnx_export, "_parity_check", disagree)
@@ -239,6 +295,26 @@ def test_the_command_exports_then_keeps_a_current_export(tmp_path, fake_steps, s
     assert len(fake_steps) == 1
     call_command("export_onnx", "--force", stdout=outputs[2])
     assert len(fake_steps) == 2
-    assert "Exported to" in outputs[0].getvalue() and "Exported to" in outputs[2].getvalue()
+    assert all("Exported all-MiniLM-L6-v2 to" in outputs[n].getvalue() for n in (0, 2))
     assert "are current" in outputs[1].getvalue()
     assert (tmp_path / "models" / "all-MiniLM-L6-v2" / "model-int8.onnx").is_file()
+
+
+def test_the_command_exports_mpnet_into_its_own_folder(tmp_path, fake_steps, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from memories.providers.model_files import model_folder
+
+    weights = model_folder(MPNET)  # the test data folder's, assembled once
+    (tmp_path / "models" / MPNET).mkdir(parents=True)
+    (tmp_path / "models" / MPNET / "weights").symlink_to(weights)
+    settings.DATA_DIR = tmp_path
+    output = StringIO()
+    call_command("export_onnx", "--model", MPNET, stdout=output)
+    assert f"Exported {MPNET} to {tmp_path / 'models' / MPNET}" in output.getvalue()
+    manifest = onnx_export.manifest_read(tmp_path / "models" / MPNET, MPNET, tmp_path)
+    assert manifest is not None and manifest["source"]["model"] == MPNET
+    assert manifest["source"]["weights_sha256"].startswith("78c0197b")
+    assert len(fake_steps) == 1 and not (tmp_path / "models" / "all-MiniLM-L6-v2").exists()
