@@ -4,7 +4,16 @@
 from django.urls import path
 
 from console import views
-from console.views import auth, documents, memory_edit, projects, user_page, user_panels, users
+from console.views import (
+    auth,
+    documents,
+    embedding,
+    memory_edit,
+    projects,
+    user_page,
+    user_panels,
+    users,
+)
 
 # the console: /dashboard/ lists projects; a project's pages live under /dashboard/p/<id>/
 project = "dashboard/p/<int:project_id>/"
@@ -29,6 +38,12 @@ urlpatterns = [
         name="console-key-revoke",
     ),
     path(f"{project}settings/", projects.project_settings, name="console-settings"),
+    path(f"{project}embedding/", embedding.project_embedding, name="console-embedding"),
+    path(
+        f"{project}embedding/switch/",
+        embedding.project_embedding_switch,
+        name="console-embedding-switch",
+    ),
     path(
         f"{project}settings/<str:section>/",
         projects.project_settings_section,

@@ -61,6 +61,12 @@ def _table() -> dict[str, TaskLimit]:
         # answer) must fit in the minute of margin
         "memories.tasks.embedding_run_task": _limit(run + 60),
         "memories.tasks.embedding_backfill_task": _limit(run + 60),  # the same run
+        # a model switch's slice (embedding_switch.SLICE_SECONDS) and one batch more
+        # (128 memories on the slower model: ~10 s on 2 cores)
+        "memories.tasks.embedding_switch_task": _limit(60 + 120),
+        # queries of the switches, and the vectors of a dropped space deleted in
+        # batches of 5,000 (a million takes minutes)
+        "memories.tasks.embedding_switch_sweep_task": _limit(1800, grace=120),
         # one DELETE of what expired since the last run (hourly / daily)
         "memories.tasks.idempotency_keys_purge_task": _limit(300),
         "memories.tasks.maintenance_runs_purge_task": _limit(300),

@@ -30,6 +30,11 @@ from memories.services.embedding_isolation import (
     embedding_isolation_due,
     embedding_isolation_request,
 )
+from memories.services.embedding_switch import (
+    SWITCH_TASK,
+    embedding_switch_run,
+    embedding_switch_sweep,
+)
 from memories.services.idempotency import idempotency_keys_purge
 from memories.services.importance import importance_recompute
 from memories.services.maintenance import maintenance_run, maintenance_runs_purge
@@ -108,6 +113,28 @@ def embedding_backfill_task() -> int:
         done = _embedding_run()
         run.counts = {"waiting": waiting, "embedded": done}
     return done
+
+
+@shared_task(
+    **task_options(SWITCH_TASK),
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=10,
+)
+def embedding_switch_task(self, switch_id: int) -> str:  # type: ignore[no-untyped-def]
+    """A slice of a project's model switch (memories/services/embedding_switch.py)."""
+    try:
+        return embedding_switch_run(switch_id=switch_id)
+    except EmbeddingError as exc:  # retryable: an endpoint that is down
+        raise self.retry(exc=exc, countdown=min(300, 2 ** (self.request.retries + 3))) from exc
+
+
+@shared_task(**task_options("memories.tasks.embedding_switch_sweep_task"))
+def embedding_switch_sweep_task() -> dict[str, int]:
+    """Stalled switches queued again, memories embedded into the old space alone around
+    a flip set pending, vectors no project needs any more dropped."""
+    return embedding_switch_sweep()
 
 
 @shared_task(**task_options("memories.tasks.idempotency_keys_purge_task"))

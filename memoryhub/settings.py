@@ -149,7 +149,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # `default` (embedding, short core tasks) has its own worker pool (hub_services.py)
 CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"), Queue("ingestion"), Queue("maintenance"))
-_MAINTENANCE = ("importance_recompute_task", "prune_task", "prune_queued_task")
+_MAINTENANCE = (
+    "importance_recompute_task",
+    "prune_task",
+    "prune_queued_task",
+    # a model switch never stands in front of the embedding of new writes (`default`)
+    "embedding_switch_task",
+    "embedding_switch_sweep_task",
+)
 CELERY_TASK_ROUTES = {
     **{f"memories.tasks.{name}": {"queue": "maintenance"} for name in _MAINTENANCE},
     "ingestion.tasks.document_ingest_task": {"queue": "ingestion"},
@@ -189,6 +196,10 @@ CELERY_BEAT_SCHEDULE = {
     "prune": {  # each project's pruning policies, then the purge; one maintenance run each
         "task": "memories.tasks.prune_task",
         "schedule": env_float("PRUNE_INTERVAL", 86400.0),
+    },
+    "embedding-switch-sweep": {  # stalled model switches, old vectors past their keep
+        "task": "memories.tasks.embedding_switch_sweep_task",
+        "schedule": env_float("EMBEDDING_SWITCH_SWEEP_INTERVAL", 300.0),
     },
     "documents-sweep": {  # documents whose pipeline stalled (a lost message, a dead worker)
         "task": "ingestion.tasks.documents_sweep_task",
@@ -264,6 +275,7 @@ SPECTACULAR_SETTINGS = {
         # memories' and documents' statuses, both fields named "status"
         "StatusEnum": "memories.models.Memory.Status",
         "DocumentStatusEnum": "ingestion.models.Document.Status",
+        "EmbeddingSwitchStatusEnum": "memories.models.EmbeddingSwitch.Status",
     },
 }
 
@@ -289,9 +301,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     MEMORYHUB["MAX_BODY_BYTES"],
     int(env_float("INGESTION_MAX_UPLOAD_MB", 20.0) * 1024 * 1024) + 1024 * 1024,
 )
+_EMBEDDING_PROVIDER = os.environ.get("EMBEDDING_PROVIDER", "local")
 EMBEDDING: dict[str, Any] = {
     # hashing: a deterministic bag-of-words embedder, for tests that only need vectors
-    "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
+    "PROVIDER": _EMBEDDING_PROVIDER,
     "MODEL": os.environ.get("EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
     # onnx-int8: 2.3 ms a query instead of torch's 12.4, 1.8x the texts/s, a third of
     # the memory, the same LoCoMo recall@10 (bench/runtimes.py)
@@ -314,6 +327,21 @@ EMBEDDING: dict[str, Any] = {
     "QUERY_BATCH_SIZE": env_int("EMBEDDING_QUERY_BATCH_SIZE", 4),
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
+    # the endpoint's model as a project's choice "openai" (memories/services/
+    # embedding_spaces.py); the configured model's when it is the endpoint
+    "API_MODEL": os.environ.get(
+        "EMBEDDING_API_MODEL",
+        os.environ.get("EMBEDDING_MODEL", "") if _EMBEDDING_PROVIDER == "openai" else "",
+    ),
+    "API_DIMENSION": env_int(
+        "EMBEDDING_API_DIMENSION",
+        env_int("EMBEDDING_DIMENSION", 1536) if _EMBEDDING_PROVIDER == "openai" else 1536,
+    ),
+    # a switch keeps the old model's vectors this long: a switch back within it embeds
+    # only what was written since (memories/services/embedding_switch.py)
+    "SWITCH_KEEP_HOURS": env_float("EMBEDDING_SWITCH_KEEP_HOURS", 72.0),
+    # memories a switch's job embeds in one transaction
+    "SWITCH_BATCH": env_int("EMBEDDING_SWITCH_BATCH", 128),
     "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),
     # then a follow-up task: within the time limits, and a stopping worker waits for no backlog
     "RUN_SECONDS": env_int("EMBEDDING_RUN_SECONDS", 60),

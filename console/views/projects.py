@@ -21,6 +21,7 @@ from console.services.overview import (
     workers_health,
 )
 from console.views.access import ConsoleRequest, project_view, projects_visible
+from console.views.embedding import embedding_card_context
 from memories.config import SettingsError, settings_as_dict, settings_schema
 from memories.models import ApiKey, Membership, SettingsRevision
 from memories.services.configuration import project_settings_get, project_settings_update
@@ -180,6 +181,7 @@ def _settings_page(
     if request.htmx and bound is not None:
         context["form"] = next(form for form in forms if form.section == bound.section)
         return render(request, "console/settings.html#section", context, status=status)
+    context |= embedding_card_context(request)
     context["revisions"] = SettingsRevision.objects.filter(
         project=project, room__isnull=True
     ).order_by("-created_at", "-pk")[:10]

@@ -250,16 +250,12 @@ def document_embed(
     ).first()
     if document is None:
         return 0
-    provider = embedding_pipeline.get_provider()
-    space = embedding_pipeline.embedding_space_get(provider=provider)
     size = int(settings.INGESTION["EMBED_BATCH_SIZE"])
     pending = chunks_staged(document).filter(embedding_status=Memory.EmbeddingStatus.PENDING)
     started = time.monotonic()
     while ids := list(pending.order_by("chunk_index").values_list("pk", flat=True)[:size]):
         batch_started = time.monotonic()
-        done = embedding_pipeline.embedding_process_batch(
-            space=space, provider=provider, size=len(ids), memory_ids=ids
-        )
+        done = embedding_pipeline.embedding_process_batch(size=len(ids), memory_ids=ids)
         _embedding_progress(document, _ms(batch_started))
         if not done:
             break  # every one of them is being embedded by another run of this document

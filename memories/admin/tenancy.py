@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from memories.admin.base import LargeTableAdmin, actor_of, deletion_summary, pretty_json
+from memories.admin.embedding import switch_actions
 from memories.config import SettingsError, settings_as_dict, settings_validate
 from memories.models import (
     Agent,
@@ -103,6 +104,10 @@ class ProjectAdmin(admin.ModelAdmin):
     @admin.display(description="Memories")
     def memories(self, project: Project) -> str:
         return memories_link(project.pk)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """Django's, and a switch of the embedding model (memories/admin/embedding.py)."""
+        return {**super().get_actions(request), **switch_actions()}
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
         also = {

@@ -3,6 +3,7 @@ from django.urls import path
 from memories.api import (
     buffer,
     context,
+    embedding,
     exports,
     memories,
     pruning,
@@ -70,6 +71,13 @@ urlpatterns = [
     path("search/", search.SearchView.as_view(), name="search"),
     path("context/", context.ContextView.as_view(), name="context"),
     path("settings/", settings.SettingsView.as_view(), name="settings"),
+    path("embedding/", embedding.EmbeddingView.as_view(), name="embedding"),
+    path("embedding/switch/", embedding.EmbeddingSwitchView.as_view(), name="embedding-switch"),
+    path(
+        "embedding/switch/cancel/",
+        embedding.EmbeddingSwitchCancelView.as_view(),
+        name="embedding-switch-cancel",
+    ),
     path(
         "settings/revisions/",
         settings.SettingsRevisionListView.as_view(),

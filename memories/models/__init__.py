@@ -1,6 +1,6 @@
 """The tables agents read and write. Every row carries its project (the tenant)."""
 
-from memories.models.embedding import Embedding, EmbeddingSpace
+from memories.models.embedding import Embedding, EmbeddingSpace, EmbeddingSwitch
 from memories.models.history import IdempotencyKey, MemoryRevision, SettingsRevision
 from memories.models.maintenance import MaintenanceRun
 from memories.models.memory import (
@@ -34,6 +34,7 @@ __all__ = [
     "ApiKeyQuerySet",
     "Embedding",
     "EmbeddingSpace",
+    "EmbeddingSwitch",
     "EndUser",
     "EndUserQuerySet",
     "IdempotencyKey",

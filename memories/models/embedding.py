@@ -1,4 +1,5 @@
-"""Embedding spaces (one per model) and the vectors of memories' text windows."""
+"""Embedding spaces (one per model), the vectors of memories' text windows, and the
+switches that move a project from one space to another."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from memories.models.memory import Memory
+from memories.models.tenancy import Project
 
 
 class EmbeddingSpace(models.Model):
@@ -55,3 +57,47 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} in space {self.space_id}"
+
+
+class EmbeddingSwitch(models.Model):
+    """A project's move to another embedding model (memories/services/embedding_switch.py):
+    every memory embedded into ``target`` in the background while the project serves
+    from ``source``, then one flip. The source vectors are kept until ``keep_until``
+    (a switch back before then embeds only what was written since), then dropped."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="embedding_switches"
+    )
+    source = models.ForeignKey(EmbeddingSpace, on_delete=models.PROTECT, related_name="+")
+    target = models.ForeignKey(EmbeddingSpace, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    # memories the target still lacked when the job started, and those it has embedded
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    requested_by = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    # when the job last finished a batch: the rate and a stalled job are read from it
+    progressed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    keep_until = models.DateTimeField(null=True, blank=True)
+    source_dropped_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project"],
+                condition=models.Q(status="running"),
+                name="embedding_switch_one_running",
+            )
+        ]
+        indexes = [models.Index(fields=["project", "-started_at"], name="embedding_switch_project")]
+
+    def __str__(self) -> str:
+        return f"{self.project} to {self.target} ({self.status})"

@@ -11,6 +11,12 @@ class Project(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     settings = models.JSONField(default=dict, blank=True)
+    # the space its searches read and its writes are embedded into (None: the
+    # configured model's, settings.EMBEDDING); changed only by a switch's flip
+    # (memories/services/embedding_switch.py)
+    embedding_space = models.ForeignKey(
+        "memories.EmbeddingSpace", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

@@ -16,7 +16,6 @@ import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -25,6 +24,7 @@ from django.conf import settings
 
 from memories.providers import onnx_export
 from memories.providers.embedding_runtimes import ModelRuntime, runtime_load
+from memories.providers.model_files import LOCAL_MODELS, ModelNotInstalled
 from memories.providers.onnx_export import ExportError
 from memories.providers.threads import EMBEDDING_BELOW_SEARCH, thread_priority_lower
 
@@ -106,7 +106,7 @@ class LocalEmbeddingProvider:
         self.window_tokens = window_tokens
         self.window_overlap = window_overlap
         self.runtime = runtime
-        self.onnx_folder = onnx_folder or onnx_export.onnx_folder(settings.DATA_DIR)
+        self.onnx_folder = onnx_folder or onnx_export.onnx_folder(settings.DATA_DIR, model=model)
         self._model: ModelRuntime | None = None
         self._lock = threading.Lock()
 
@@ -115,16 +115,20 @@ class LocalEmbeddingProvider:
         first if the data folder has none: about 15 s, once)."""
         with self._lock:
             if self._model is None:
-                if self.model != "all-MiniLM-L6-v2":
+                if self.model not in LOCAL_MODELS:
                     raise EmbeddingError(
-                        f"the local provider ships all-MiniLM-L6-v2 only, not {self.model!r}",
+                        f"the local provider has no model {self.model!r}: "
+                        f"one of {', '.join(LOCAL_MODELS)}",
                         retryable=False,
                     )
                 try:
                     model = runtime_load(
-                        self.runtime, threads=self.threads, onnx_folder=self.onnx_folder
+                        self.runtime,
+                        threads=self.threads,
+                        onnx_folder=self.onnx_folder,
+                        model=self.model,
                     )
-                except (ValueError, ExportError) as error:
+                except (ValueError, ExportError, ModelNotInstalled) as error:
                     raise EmbeddingError(str(error), retryable=False) from error
                 if model.dimension != self.dimension:
                     raise EmbeddingDimensionMismatch(
@@ -232,20 +236,31 @@ class HashingEmbeddingProvider:
         return whole(text)
 
 
+# what this process asked of its local models (torch_threads_set, batch_size_set): the
+# providers made later (a project's second model) are made with it
+_tuning: dict[str, int] = {}
+
+
+def _local_providers() -> list[LocalEmbeddingProvider]:
+    return [p for p in list(_providers.values()) if isinstance(p, LocalEmbeddingProvider)]
+
+
 def torch_threads_set(threads: int | None) -> None:
-    """Set the local model's intra-op threads (None: one per core), torch's or the ONNX
-    session's; nothing for a provider that is not local. (The name is older than the
-    ONNX runtimes.)"""
-    provider = get_provider()
-    if isinstance(provider, LocalEmbeddingProvider):
-        provider.threads_set(threads or os.cpu_count() or 1)
+    """Set the local models' intra-op threads (None: one per core), torch's or the ONNX
+    session's, for every local model of this process, made or to be made; nothing for a
+    provider that is not local. (The name is older than the ONNX runtimes.)"""
+    get_provider()  # the configured model's provider exists, and is set with the rest
+    _tuning["threads"] = threads or os.cpu_count() or 1
+    for provider in _local_providers():
+        provider.threads_set(_tuning["threads"])
 
 
 def batch_size_set(size: int) -> None:
-    """Set the local model's texts per forward pass; nothing for a provider that is not
-    local."""
-    provider = get_provider()
-    if isinstance(provider, LocalEmbeddingProvider):
+    """Set the local models' texts per forward pass (made or to be made); nothing for a
+    provider that is not local."""
+    get_provider()
+    _tuning["batch_size"] = size
+    for provider in _local_providers():
         provider.batch_size = size
 
 
@@ -269,32 +284,51 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1.0, norms)
 
 
-@cache
-def _provider(name: str, model: str, dimension: int, runtime: str) -> EmbeddingProvider:
+# one provider per process and (provider, model, dimension, runtime, endpoint): a model
+# loads once
+_providers: dict[tuple[str, str, int, str, str], EmbeddingProvider] = {}
+_providers_lock = threading.Lock()
+
+
+def _provider_make(
+    name: str, model: str, dimension: int, runtime: str, url: str
+) -> EmbeddingProvider:
     config = settings.EMBEDDING
     if name == "local":
         return LocalEmbeddingProvider(
             model,
             dimension,
-            config["BATCH_SIZE"],
-            config["TORCH_THREADS"],
+            _tuning.get("batch_size", config["BATCH_SIZE"]),
+            _tuning.get("threads", config["TORCH_THREADS"]),
             window_tokens=config["WINDOW_TOKENS"],
             window_overlap=config["WINDOW_OVERLAP"],
             runtime=runtime,
         )
     if name == "openai":
-        return OpenAIEmbeddingProvider(model, dimension, config["API_URL"], config["API_KEY"])
+        return OpenAIEmbeddingProvider(model, dimension, url, config["API_KEY"])
     if name == "hashing":
         return HashingEmbeddingProvider(model, dimension)
     raise EmbeddingError(f"unknown EMBEDDING_PROVIDER {name!r}", retryable=False)
 
 
-def get_provider() -> EmbeddingProvider:
-    """The configured provider (one instance per process and configuration)."""
+def provider_get(name: str, model: str, dimension: int) -> EmbeddingProvider:
+    """The provider of that model (one instance per process; the local runtime is the
+    configured one, EMBEDDING_RUNTIME): the configured model's, or a project's own
+    (memories/services/embedding_spaces.py)."""
     config = settings.EMBEDDING
-    return _provider(
-        config["PROVIDER"], config["MODEL"], config["DIMENSION"], config.get("RUNTIME", "torch")
-    )
+    url = config["API_URL"] if name == "openai" else ""
+    key = (name, model, dimension, config.get("RUNTIME", "torch"), url)
+    with _providers_lock:
+        if key not in _providers:
+            _providers[key] = _provider_make(*key)
+        return _providers[key]
+
+
+def get_provider() -> EmbeddingProvider:
+    """The configured provider (settings.EMBEDDING: the model of every project that has
+    not switched to another)."""
+    config = settings.EMBEDDING
+    return provider_get(config["PROVIDER"], config["MODEL"], config["DIMENSION"])
 
 
 class QueryEmbeddingCache:

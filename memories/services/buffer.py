@@ -107,7 +107,7 @@ def buffer_search(
     timings: dict[str, float] = {}
     config = room_settings_get(room=room).buffer
     bias = config.recency_bias if recency_bias is None else recency_bias
-    started, reason = _query_started(query)
+    started, reason = _query_started(query, room.project)
     messages, vectors = _messages_in_capacity(room, config.capacity, started)
     timings["load"] = (time.perf_counter() - clock) * 1000
     query_vector, reason = _query_vector(started, reason, timings)
@@ -199,12 +199,12 @@ def _buffer_of(
     return buffer
 
 
-def _query_started(query: str) -> tuple[QueryEmbedding | None, str | None]:
+def _query_started(query: str, project: Project) -> tuple[QueryEmbedding | None, str | None]:
     """The query's vector on its way, or None and why not."""
     if not query.strip():
         return None, "no query text"
     try:
-        return query_embedding_start(query, None), None
+        return query_embedding_start(query, None, project=project), None
     except Exception as error:  # e.g. the model's files are missing or broken
         logger.warning("buffer search: embedding model unavailable: %s", error)
         return None, f"embedding model unavailable: {error}"

@@ -29,7 +29,6 @@ from django.utils import timezone
 
 from memories.models import Embedding, EmbeddingSpace, Memory
 from memories.providers.embeddings import (
-    EmbeddingDimensionMismatch,
     EmbeddingProvider,
     get_provider,
     normalize,
@@ -37,7 +36,12 @@ from memories.providers.embeddings import (
 )
 from memories.providers.redis_client import redis_client
 from memories.providers.task_sending import TaskNotSent, sending_failed, sending_paused, task_send
-from memories.services.vector_index import index_create_sql
+from memories.services.embedding_spaces import (
+    embedding_space_get,
+    embedding_space_index_ensure,
+    memory_spaces,
+    space_provider,
+)
 
 logger = logging.getLogger(__name__)
 QUEUED_FLAG = "memoryhub:embedding:queued"
@@ -50,38 +54,6 @@ def _redis() -> redis.Redis:
     # not paused by a request's failure: the queued flag and the heartbeats say what
     # Redis holds now
     return redis_client(pausing=False)
-
-
-def embedding_space_get(*, provider: EmbeddingProvider | None = None) -> EmbeddingSpace:
-    """The space of the configured model, created with its HNSW index on first use.
-
-    Refuses (EmbeddingDimensionMismatch) a configuration whose dimension differs from
-    the one the space was created with: its stored vectors would be unusable.
-    """
-    provider = provider or get_provider()
-    space, created = EmbeddingSpace.objects.get_or_create(
-        provider=provider.name, model=provider.model, defaults={"dimension": provider.dimension}
-    )
-    if space.dimension != provider.dimension:
-        raise EmbeddingDimensionMismatch(
-            f"embedding space {space} stores {space.dimension}-dimensional vectors but the "
-            f"configured model gives {provider.dimension}; configure a new model name to "
-            "start a new space, or set EMBEDDING_DIMENSION back"
-        )
-    if created:
-        embedding_space_index_ensure(space=space)
-    return space
-
-
-def embedding_space_index_ensure(*, space: EmbeddingSpace) -> None:
-    """Create the space's partial HNSW index on the untyped vector column if missing.
-
-    pgvector indexes a mixed-dimension column through an expression cast to the
-    space's dimension, restricted to the space's rows; searches must use the same
-    expression and predicate (memories.services.retrieval).
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(index_create_sql(space=space, name=space.index_name, concurrently=False))
 
 
 def embedding_model_check() -> None:
@@ -119,12 +91,16 @@ def embedding_enqueue() -> None:
 
 def embedding_process_batch(
     *,
-    space: EmbeddingSpace,
-    provider: EmbeddingProvider,
     size: int,
     memory_ids: list[Any] | None = None,
+    space: EmbeddingSpace | None = None,
+    provider: EmbeddingProvider | None = None,
 ) -> int:
     """Claim up to ``size`` pending memories, embed them and mark them done; returns the count.
+
+    Each memory is embedded into its project's space, and also into the target of its
+    project's running model switch (embedding_spaces.memory_spaces); with ``space`` and
+    ``provider`` (tests, benches) every one into that space by that provider.
 
     The claim, the vectors and the status change commit together, so a worker killed
     mid-batch leaves the rows pending for the next one and a re-run does no harm. The
@@ -144,18 +120,50 @@ def embedding_process_batch(
             _claimable(memory_ids)
             .order_by("created_at")
             .select_for_update(skip_locked=True)
-            .only("id", "content", "content_hash")[:size]
+            .only("id", "project", "content", "content_hash")[:size]
         )
         if not claimed:
             return 0
-        windows = _windows_within(claimed, provider, budget=WINDOWS_PER_MEMORY * size)
-        claimed = claimed[: len(windows)]
-        now = timezone.now()
-        embeddings_replace(memories=claimed, windows=windows, space=space, provider=provider)
+        # read after the claim: see memory_spaces
+        if space is not None and provider is not None:
+            spaces = {m.project_id: [space] for m in claimed}
+        else:
+            spaces = memory_spaces({m.project_id for m in claimed})
+        claimed = _spaces_fill(claimed, spaces, provider, budget=WINDOWS_PER_MEMORY * size)
         Memory.objects.filter(pk__in=[m.pk for m in claimed]).update(
-            embedding_status=Memory.EmbeddingStatus.DONE, embedded_at=now
+            embedding_status=Memory.EmbeddingStatus.DONE, embedded_at=timezone.now()
         )
         return len(claimed)
+
+
+def _spaces_fill(
+    claimed: list[Memory],
+    spaces: dict[int, list[EmbeddingSpace]],
+    provider: EmbeddingProvider | None,
+    *,
+    budget: int,
+) -> list[Memory]:
+    """Embed the first of ``claimed`` whose windows (in the space each is served from)
+    fit ``budget`` into each of their project's ``spaces``, by each space's provider
+    (or ``provider``); returns the memories embedded."""
+    providers = {s.pk: provider or space_provider(s) for found in spaces.values() for s in found}
+    windows = _windows_within(
+        claimed,
+        lambda memory: providers[spaces[memory.project_id][0].pk],
+        budget=budget,
+    )
+    claimed = claimed[: len(windows)]
+    served = dict(zip([m.pk for m in claimed], windows, strict=True))
+    for target in {s.pk: s for found in spaces.values() for s in found}.values():
+        into = [m for m in claimed if target in spaces[m.project_id]]
+        embedder = providers[target.pk]
+        spans = [
+            served[m.pk] if spaces[m.project_id][0] == target else embedder.windows(m.content)
+            for m in into
+        ]
+        if into:
+            embeddings_replace(memories=into, windows=spans, space=target, provider=embedder)
+    return claimed
 
 
 def _claimable(memory_ids: list[Any] | None) -> QuerySet[Memory]:
@@ -171,13 +179,17 @@ WINDOWS_PER_MEMORY = 4
 
 
 def _windows_within(
-    memories: list[Memory], provider: EmbeddingProvider, *, budget: int
+    memories: list[Memory],
+    provider_of: Callable[[Memory], EmbeddingProvider],
+    *,
+    budget: int,
 ) -> list[list[tuple[int, int]]]:
-    """The windows of the first memories whose windows fit ``budget`` (at least one)."""
+    """The windows (by the provider of the space each memory is served from) of the
+    first memories whose windows fit ``budget`` (at least one)."""
     windows: list[list[tuple[int, int]]] = []
     total = 0
     for memory in memories:
-        spans = provider.windows(memory.content)
+        spans = provider_of(memory).windows(memory.content)
         total += len(spans)
         if windows and total > budget:
             break
@@ -253,15 +265,11 @@ def embedding_run(  # type: ignore[no-untyped-def]
     """
     with contextlib.suppress(redis.RedisError):
         _redis().delete(QUEUED_FLAG)  # writes from now on enqueue a follow-up run
-    provider = get_provider()
-    space = embedding_space_get(provider=provider)
     size = batch_size or settings.EMBEDDING["CLAIM_SIZE"]
     lanes = max(1, int(settings.EMBEDDING["LANES"]))
     started = time.monotonic()
     lane = functools.partial(
         _lane_run,
-        space=space,
-        provider=provider,
         size=size,
         started=started,
         max_seconds=max_seconds,
@@ -282,8 +290,6 @@ def embedding_run(  # type: ignore[no-untyped-def]
 
 def _lane_run(  # type: ignore[no-untyped-def]
     *,
-    space: EmbeddingSpace,
-    provider: EmbeddingProvider,
     size: int,
     started: float,
     max_seconds: float | None,
@@ -291,7 +297,7 @@ def _lane_run(  # type: ignore[no-untyped-def]
 ) -> int:
     """One lane of embedding_run: batches until none is left or the time is up."""
     total = 0
-    while done := embedding_process_batch(space=space, provider=provider, size=size):
+    while done := embedding_process_batch(size=size):
         total += done
         if progress is not None:
             progress(done)

@@ -23,15 +23,11 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from memories.models import EmbeddingSpace, Memory, ParkedTask
-from memories.providers.embeddings import EmbeddingError, EmbeddingProvider, get_provider
+from memories.models import Memory, ParkedTask
+from memories.providers.embeddings import EmbeddingError
 from memories.providers.redis_client import redis_client
 from memories.services import task_attempts
-from memories.services.embedding import (
-    EMBEDDING_RUN_TASK,
-    embedding_process_batch,
-    embedding_space_get,
-)
+from memories.services.embedding import EMBEDDING_RUN_TASK, embedding_process_batch
 from memories.services.parking import Parking, parking_attempts, project_of_memories, task_park
 
 logger = logging.getLogger(__name__)
@@ -75,13 +71,11 @@ def embedding_isolate(*, max_seconds: float) -> tuple[int, bool]:
         .order_by("created_at")
         .values_list("pk", flat=True)[:size]
     )
-    provider = get_provider()
-    space = embedding_space_get(provider=provider)
     started, done, failed = time.monotonic(), 0, 0
     for pk in head:
         if time.monotonic() - started > max_seconds:
             return done, False
-        embedded = _embed_one(pk, space=space, provider=provider)
+        embedded = _embed_one(pk)
         done, failed = done + max(0, embedded), failed + (embedded < 0)
     if failed:
         return done, False
@@ -93,7 +87,7 @@ def embedding_isolate(*, max_seconds: float) -> tuple[int, bool]:
     return done, True
 
 
-def _embed_one(pk: Any, *, space: EmbeddingSpace, provider: EmbeddingProvider) -> int:
+def _embed_one(pk: Any) -> int:
     """Embed one memory in its own transaction, its attempts counted: 1 embedded, 0 not
     (taken meanwhile, or parked now), -1 failed and still pending."""
     key = _memory_key(pk)
@@ -104,7 +98,7 @@ def _embed_one(pk: Any, *, space: EmbeddingSpace, provider: EmbeddingProvider) -
         _memory_park(pk, key=key, failure=(reason, last or DIED), attempts=attempt.number - 1)
         return 0
     try:
-        done = embedding_process_batch(space=space, provider=provider, size=1, memory_ids=[pk])
+        done = embedding_process_batch(size=1, memory_ids=[pk])
     except EmbeddingError:
         task_attempts.attempt_succeeded(key=key)  # the provider failed, not this memory
         raise

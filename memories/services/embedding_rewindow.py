@@ -1,6 +1,7 @@
-"""Re-windowing: the embedded memories whose stored windows are not the ones their text
-gets now (embedded whole by an older version, or before the window setting changed)
-embedded again, batch by batch, while search keeps serving (``manage.py reembed``)."""
+"""Re-windowing: the embedded memories whose stored windows (in the space their project
+serves from) are not the ones their text gets now (embedded whole by an older version,
+or before the window setting changed) embedded again, batch by batch, while search
+keeps serving (``manage.py reembed``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count
 
-from memories.models import Embedding, EmbeddingSpace, Memory
-from memories.providers.embeddings import get_provider
-from memories.services.embedding import embedding_space_get, embeddings_replace
+from memories.models import Embedding, Memory
+from memories.services.embedding import embeddings_replace
+from memories.services.embedding_spaces import memory_spaces, space_provider
 
 
 def embedding_rewindow(  # type: ignore[no-untyped-def]
@@ -26,49 +27,56 @@ def embedding_rewindow(  # type: ignore[no-untyped-def]
     memory being changed meanwhile is skipped (the change re-embeds it anyway).
     ``progress`` (optional) is called with each batch's count of memories examined.
     """
-    provider = get_provider()
-    space = embedding_space_get(provider=provider)
     redone = 0
     after = None
     while True:
         with transaction.atomic():
-            batch = _embedded_after(after, space=space, size=batch_size)
+            batch = _embedded_after(after, size=batch_size)
             if not batch:
                 return redone
-            stale = [
-                (memory, spans)
-                for memory, stored in batch
-                if len(spans := provider.windows(memory.content)) != stored
-            ]
-            if stale:
-                memories, windows = (list(part) for part in zip(*stale, strict=True))
-                embeddings_replace(
-                    memories=memories, windows=windows, space=space, provider=provider
-                )
-        redone += len(stale)
-        after = batch[-1][0].pk
+            redone += _stale_replace(batch)
+        after = batch[-1].pk
         if progress is not None:
             progress(len(batch))
 
 
-def _embedded_after(after: Any, *, space: EmbeddingSpace, size: int) -> list[tuple[Memory, int]]:
+def _stale_replace(batch: list[Memory]) -> int:
+    """Re-embed the memories of ``batch`` whose windows in the space their project
+    serves from are not the ones their text gets now; returns how many."""
+    spaces = memory_spaces({memory.project_id for memory in batch})
+    redone = 0
+    for space in {found[0].pk: found[0] for found in spaces.values()}.values():
+        provider = space_provider(space)
+        mine = [memory for memory in batch if spaces[memory.project_id][0] == space]
+        stored = dict(
+            Embedding.objects.filter(space=space, memory__in=mine)
+            .values("memory")
+            .annotate(count=Count("*"))
+            .values_list("memory", "count")
+        )
+        stale = [
+            (memory, spans)
+            for memory in mine
+            if len(spans := provider.windows(memory.content)) != stored.get(memory.pk, 0)
+        ]
+        if stale:
+            memories, windows = (list(part) for part in zip(*stale, strict=True))
+            embeddings_replace(memories=memories, windows=windows, space=space, provider=provider)
+            redone += len(stale)
+    return redone
+
+
+def _embedded_after(after: Any, *, size: int) -> list[Memory]:
     """The next ``size`` embedded memories after id ``after``, locked (skipping those
-    locked by a change), each with the number of its windows in ``space``."""
+    locked by a change)."""
     queryset = Memory.objects.filter(embedding_status=Memory.EmbeddingStatus.DONE)
     if after is not None:
         queryset = queryset.filter(pk__gt=after)
-    memories = list(
+    return list(
         queryset.order_by("pk")
         .select_for_update(skip_locked=True)
-        .only("id", "content", "content_hash")[:size]
+        .only("id", "project", "content", "content_hash")[:size]
     )
-    stored = dict(
-        Embedding.objects.filter(space=space, memory__in=memories)
-        .values("memory")
-        .annotate(count=Count("*"))
-        .values_list("memory", "count")
-    )
-    return [(memory, stored.get(memory.pk, 0)) for memory in memories]
 
 
 def embedded_count() -> int:

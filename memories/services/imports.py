@@ -25,7 +25,7 @@ from memories.models import (
     content_hash,
 )
 from memories.services.concurrency import conflict_retried
-from memories.services.embedding import embedding_space_get
+from memories.services.embedding_spaces import project_space
 from memories.services.export_checks import export_document_check
 from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, Progress, chunked
 from memories.services.revisions import Actor
@@ -87,7 +87,7 @@ def _import(
     report.memories["skipped"] = len(document["memories"]) - len(new)
     if progress is not None and report.memories["skipped"]:
         progress(report.memories["skipped"])
-    space = embedding_space_get() if any(item["embeddings"] for item in new) else None
+    space = project_space(project) if any(item["embeddings"] for item in new) else None
     ignored: set[str] = set()
     for chunk in chunked(new):
         memories, chunk_ignored = _memories_write(project, chunk, rows, space, report)

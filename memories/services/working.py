@@ -20,11 +20,11 @@ from typing import Any
 
 import faiss
 import numpy as np
-from django.conf import settings
 
 from memories.models import Room
-from memories.providers.embeddings import EmbeddingProvider, get_provider, normalize, query_cache
+from memories.providers.embeddings import EmbeddingProvider, normalize, query_cache
 from memories.services.configuration import room_settings_get
+from memories.services.embedding_spaces import project_dimension, project_space, space_provider
 from memories.services.working_store import (
     WorkingMemoryUnavailable,
     index_key_room,
@@ -94,8 +94,9 @@ def _max_bytes(room: Room) -> int:
     return int(room_settings_get(room=room).working.max_memory_mb * 1024 * 1024)
 
 
-def _vector_bytes() -> int:
-    return int(settings.EMBEDDING["DIMENSION"]) * 4
+def _vector_bytes(room: Room) -> int:
+    """An item's vector's bytes, of the model of the space its project serves from."""
+    return project_dimension(room.project) * 4
 
 
 def working_add(
@@ -111,7 +112,7 @@ def working_add(
     Raises WorkingItemTooLarge if the item alone exceeds the cap."""
     config = room_settings_get(room=room).working
     metadata_json = json.dumps(metadata or {}, separators=(",", ":"))
-    size = len(content.encode()) + len(metadata_json.encode()) + _vector_bytes()
+    size = len(content.encode()) + len(metadata_json.encode()) + _vector_bytes(room)
     cap = int(config.max_memory_mb * 1024 * 1024)
     if size > cap:
         raise WorkingItemTooLarge(
@@ -257,7 +258,7 @@ def working_search(
     provider: EmbeddingProvider | None = None
     pending: Future[np.ndarray] | None = None
     try:
-        provider = get_provider()
+        provider = space_provider(project_space(room.project))
         pending = query_cache.submit(provider, query)  # embeds while Redis answers
     except Exception as error:  # noqa: BLE001 - a broken configuration: recency still answers
         reason = f"embedding model unavailable: {error}"

@@ -24,7 +24,7 @@ import numpy as np
 from memories.config import FactSettings
 from memories.models import Embedding, Memory, MemoryRevision
 from memories.providers.embeddings import normalize
-from memories.services.embedding import embedding_space_get
+from memories.services.embedding_spaces import project_space_read
 from memories.services.memories import (
     MemoryInput,
     memory_create_batch,
@@ -72,7 +72,7 @@ class HeldFacts:
         )
         vectors: dict[Any, np.ndarray] = {}
         if with_vectors and memories:
-            space = embedding_space_get()
+            space = project_space_read(message.project_id)
             rows = Embedding.objects.filter(memory__in=memories, space=space, window=0).values_list(
                 "memory_id", "vector"
             )

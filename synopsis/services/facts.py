@@ -30,7 +30,7 @@ from memories.providers.redis_client import redis_client
 from memories.providers.task_sending import TaskNotSent, task_send
 from memories.services.concurrency import owners_share_lock, references_gone
 from memories.services.configuration import project_settings_get
-from memories.services.embedding import get_provider
+from memories.services.embedding_spaces import project_space_read, space_provider
 from memories.services.parking import Parking, parking_attempts, task_park
 from memories.services.task_attempts import input_key
 from synopsis.extraction import ExtractionResult, FactDraft, facts_draft
@@ -75,8 +75,7 @@ def messages_facts_extract(
         progress.mining(message.pk)
         drafted.append((message, _message_drafts(message)))
     progress.mining(None)
-    every = [draft for _, (_, drafts) in drafted for draft in drafts]
-    vectors = _draft_vectors(every)
+    vectors = _draft_vectors([(message, drafts) for message, (_, drafts) in drafted])
     total, offset = 0, 0
     for message, (result, drafts) in drafted:
         if not drafts:
@@ -94,7 +93,7 @@ def message_facts_extract(*, message: Memory) -> list[Memory]:
     result, drafts = _message_drafts(message)
     if not drafts:
         return []
-    return _message_consolidate(message, result, drafts, _draft_vectors(drafts))
+    return _message_consolidate(message, result, drafts, _draft_vectors([(message, drafts)]))
 
 
 def _message_drafts(message: Memory) -> tuple[ExtractionResult | None, list[FactDraft]]:
@@ -219,13 +218,21 @@ def _without_hub_text(message: Memory) -> str:
     return text
 
 
-def _draft_vectors(drafts: list[FactDraft]) -> list[np.ndarray] | None:
-    """The drafts' vectors with the configured model, in one call; None if the model
-    is unavailable (then duplicates are recognised by their text alone)."""
-    if not drafts:
-        return []
+def _draft_vectors(drafted: list[tuple[Memory, list[FactDraft]]]) -> list[np.ndarray] | None:
+    """The vectors of each message's drafts, in order, by the model of the space its
+    project serves from (one call per project); None if a model is unavailable (then
+    duplicates are recognised by their text alone)."""
+    by_project: dict[int, list[FactDraft]] = {}
+    for message, drafts in drafted:
+        by_project.setdefault(message.project_id, []).extend(drafts)
     try:
-        return list(normalize(get_provider().embed([d.content for d in drafts])))
+        vectors = {
+            project_id: iter(normalize(space_provider(project_space_read(project_id)).embed(
+                [d.content for d in drafts]
+            )))
+            for project_id, drafts in by_project.items() if drafts
+        }  # fmt: skip
+        return [next(vectors[m.project_id]) for m, drafts in drafted for _ in drafts]
     except SoftTimeLimitExceeded:
         raise  # the task's time is up: it records which message was being mined
     except Exception as error:  # the model is optional here: text comparison remains

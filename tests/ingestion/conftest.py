@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from ingestion.models import Document
 from ingestion.services.pipeline import document_ingest
 from memories.models import Embedding, Memory
-from memories.services import embedding as embedding_pipeline
+from memories.services import embedding_spaces
 from tests.memories.conftest import CountingProvider
 
 
@@ -20,7 +20,7 @@ from tests.memories.conftest import CountingProvider
 def hashing(monkeypatch: pytest.MonkeyPatch) -> CountingProvider:
     """The pipeline's embedding provider in this process: the hashing embedder."""
     provider = CountingProvider(model="ingestion-test", dimension=32)
-    monkeypatch.setattr(embedding_pipeline, "get_provider", lambda: provider)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: provider)
     return provider
 
 

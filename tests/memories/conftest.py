@@ -8,7 +8,7 @@ import pytest
 
 from memories.models import Embedding, Memory, content_hash
 from memories.providers.embeddings import HashingEmbeddingProvider, token_windows
-from memories.services import embedding as pipeline
+from memories.services import embedding_spaces
 
 
 class CountingProvider:
@@ -45,7 +45,7 @@ class CountingProvider:
 def provider(monkeypatch):
     """The provider the pipeline uses in these tests (the real model is not needed)."""
     counting = CountingProvider()
-    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: counting)
     return counting
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memories.services import embedding as pipeline
+from memories.services import embedding_spaces
 from tests.memories.conftest import CountingProvider
 from tests.synopsis.llm_server import LlmServer
 
@@ -56,7 +57,8 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> CountingProvider:
     """The embedding provider the summarizers use: the hashing stand-in, recording
     its calls (as tests/memories/conftest.py installs it for the pipeline)."""
     counting = CountingProvider(dimension=64)
-    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: counting)  # facts
+    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)  # the summaries
     return counting
 
 

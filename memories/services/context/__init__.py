@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from memories.config import BufferSettings
-from memories.models import EmbeddingSpace, EndUser, Room
+from memories.models import EmbeddingSpace, EndUser, Project, Room
 from memories.services.access import accesses_record
 from memories.services.configuration import project_settings_get, room_settings_get
 from memories.services.context.derived import fact_sources
@@ -146,7 +146,7 @@ def context_build(
         now=now,
     )
     # embedded on its thread while the synopsis and the facts are read
-    started = _query_embedding_start(build.query, build.notes)
+    started = _query_embedding_start(build.query, build.notes, build.end_user.project)
     candidates, retrieved = _candidates_gather(build, started)
     result = _fitted(build, candidates, retrieved, record_access=record_access)
     build.timings["total"] = (time.perf_counter() - clock) * 1000
@@ -279,12 +279,14 @@ def _relevant(
     return kept, below
 
 
-def _query_embedding_start(query: str | None, notes: list[str]) -> QueryEmbedding | None:
+def _query_embedding_start(
+    query: str | None, notes: list[str], project: Project
+) -> QueryEmbedding | None:
     """The query's vector, started on its thread; None without a query or a model."""
     if not query:
         return None
     try:
-        return query_embedding_start(query, None)
+        return query_embedding_start(query, None, project=project)
     except Exception as error:  # the model is unavailable: keyword search and recency
         _model_unavailable(error, notes)
         return None

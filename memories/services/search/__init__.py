@@ -108,7 +108,7 @@ def memory_search(
     now: datetime | None = None,
 ) -> SearchResult:
     """The k best memories of the project for a query text and/or a raw query vector
-    (of ``space`` when the caller has it; default: the configured model's), in ``mode``
+    (of ``space`` when the caller has it; default: the space the project serves from), in ``mode``
     (None: the project's default mode).
 
     ``similarity`` is the cosine similarity to the query vector clipped to 0..1;
@@ -124,7 +124,11 @@ def memory_search(
     filters = filters or SearchFilters()
     timings: dict[str, float] = {}
     # started first: the query is embedded while PostgreSQL runs the steps before
-    started = None if mode == SearchMode.KEYWORD else query_embedding_start(query, embedding, space)
+    started = (
+        None
+        if mode == SearchMode.KEYWORD
+        else query_embedding_start(query, embedding, space, project=project)
+    )
     text = query if query and mode != SearchMode.VECTOR else None  # for the keyword step
     with _timed(timings, "count"):  # for BM25 and the vector scan; with the query's words
         counted = filtered_count(project=project, filters=filters, text=text)

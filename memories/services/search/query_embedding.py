@@ -10,16 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memories.models import EmbeddingSpace
-from memories.providers.embeddings import EmbeddingProvider, get_provider, query_cache
-from memories.providers.kept import Kept
-from memories.services.embedding import embedding_space_get
-
-# how long a web process keeps the configured model's embedding space: a search read it
-# with every query (an ORM get_or_create: ~0.9 ms of each context), and a space, once
-# made, does not change (a new model or dimension is another space)
-SPACE_SECONDS = 60.0
-_spaces: Kept[EmbeddingSpace] = Kept(SPACE_SECONDS)
+from memories.models import EmbeddingSpace, Project
+from memories.providers.embeddings import query_cache
+from memories.services.embedding_spaces import project_space, space_provider, spaces_forget
 
 
 @dataclass
@@ -45,38 +38,29 @@ class QueryEmbedding:
 
 
 def query_embedding_start(
-    query: str | None, embedding: list[float] | None, space: EmbeddingSpace | None = None
+    query: str | None,
+    embedding: list[float] | None,
+    space: EmbeddingSpace | None = None,
+    *,
+    project: Project,
 ) -> QueryEmbedding | None:
     """The query's vector (``embedding`` as given, in ``space`` when the caller knows it,
-    else ``query`` embedded), started; None when there is neither."""
+    else ``query`` embedded by the model of the space ``project`` serves from),
+    started; None when there is neither."""
     if embedding is None and not query:
         return None
-    provider = get_provider()
+    serving = space or project_space(project)
     if embedding is not None:
         given: Future[np.ndarray] = Future()
         given.set_result(np.asarray(embedding, dtype=np.float32))
-        return QueryEmbedding(space=space or query_space_get(provider), pending=given)
+        return QueryEmbedding(space=serving, pending=given)
     submitted = time.perf_counter()
-    pending = query_cache.submit(provider, query or "")
+    pending = query_cache.submit(space_provider(serving), query or "")
     embedded: list[float] = []
     pending.add_done_callback(lambda _: embedded.append(time.perf_counter()))
-    return QueryEmbedding(
-        space=query_space_get(provider),
-        pending=pending,
-        submitted=submitted,
-        embedded=embedded,
-    )
-
-
-def query_space_get(provider: EmbeddingProvider) -> EmbeddingSpace:
-    """The provider's embedding space (embedding_space_get), kept SPACE_SECONDS."""
-    key = (provider.name, provider.model, provider.dimension)
-    if (space := _spaces.get(key)) is None:
-        space = embedding_space_get(provider=provider)
-        _spaces.put(key, space)
-    return space
+    return QueryEmbedding(space=serving, pending=pending, submitted=submitted, embedded=embedded)
 
 
 def query_spaces_forget() -> None:
     """Forget the kept spaces (tests: the next test's database is another)."""
-    _spaces.clear()
+    spaces_forget()

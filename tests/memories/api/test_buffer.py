@@ -117,7 +117,7 @@ def test_without_the_model_search_falls_back_to_recency_and_says_why(owner, monk
     append(owner, *TURNS)
     embed_pending()
 
-    def broken(query, embedding):
+    def broken(query, embedding, project):
         raise RuntimeError("model files missing")
 
     monkeypatch.setattr(buffer_service, "query_embedding_start", broken)

@@ -15,8 +15,7 @@ import pytest
 
 from memories.api.fields import hub_limit
 from memories.models import Memory
-from memories.services import working as working_service
-from memories.services import working_store
+from memories.services import embedding_spaces, working_store
 from memories.services.context.query import QUERY_MAX_CHARS
 from memories.services.embedding import embedding_run
 from synopsis.services.facts import message_facts_extract
@@ -142,7 +141,7 @@ def working(owner, monkeypatch, redis_client):
     for key in redis_client.scan_iter(match=f"{working_store.KEY_PREFIX}:*"):
         redis_client.delete(key)
     provider = CountingProvider(model="working-hostile-test", dimension=32)
-    monkeypatch.setattr(working_service, "get_provider", lambda: provider)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: provider)
     return owner
 
 

@@ -10,8 +10,7 @@ import pytest
 from django.test import Client
 
 from memories.models import Memory, MemoryRevision, Room
-from memories.services import working as working_service
-from memories.services import working_store
+from memories.services import embedding_spaces, working_store
 from tests.memories.api.test_openapi import _check
 from tests.memories.conftest import CountingProvider
 
@@ -28,7 +27,7 @@ def clean_working_memory(redis_client):
 @pytest.fixture
 def counting(monkeypatch):
     provider = CountingProvider(model="working-api-test", dimension=32)
-    monkeypatch.setattr(working_service, "get_provider", lambda: provider)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: provider)
     return provider
 
 
@@ -161,7 +160,7 @@ def test_without_the_model_search_says_recency(owner, monkeypatch):
     def broken():
         raise RuntimeError("model files missing")
 
-    monkeypatch.setattr(working_service, "get_provider", broken)
+    monkeypatch.setattr(embedding_spaces, "get_provider", broken)
     add(owner, "older")
     add(owner, "newer")
     body = owner.read_client.post(SEARCH, {"query": "anything"}).json()

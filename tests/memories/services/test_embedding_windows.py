@@ -8,7 +8,7 @@ import pytest
 from memories.models import Embedding, Memory
 from memories.providers.embeddings import get_provider, token_windows
 from memories.services import embedding as pipeline
-from memories.services import embedding_rewindow as rewindowing
+from memories.services import embedding_spaces
 from memories.services.embedding import (
     embedding_process_batch,
     embedding_run,
@@ -25,8 +25,7 @@ WORDS = 10  # the test provider's window, in words
 @pytest.fixture
 def windowing(monkeypatch):
     counting = CountingProvider(model="windows-test", window_words=WORDS)
-    monkeypatch.setattr(pipeline, "get_provider", lambda: counting)
-    monkeypatch.setattr(rewindowing, "get_provider", lambda: counting)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: counting)
     return counting
 
 

@@ -177,7 +177,7 @@ def test_the_vector_candidates_neighbours_are_looked_up_for_the_first_only(
     trips, link_limit, linked
 ):
     tenant, filters = trips
-    started = query_embedding_start("a long paddle on the coast", None)
+    started = query_embedding_start("a long paddle on the coast", None, project=tenant.project)
     request = VectorRequest(
         project=tenant.project,
         space=started.space,

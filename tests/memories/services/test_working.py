@@ -11,7 +11,7 @@ import pytest
 
 from memories.models import Room
 from memories.providers.embeddings import EmbeddingError
-from memories.services import working, working_store
+from memories.services import embedding_spaces, working, working_store
 from memories.services.configuration import room_settings_update
 from memories.services.revisions import Actor
 from memories.services.users import room_get_or_create
@@ -31,7 +31,7 @@ def clean_working_memory(redis_client):
 def counting(monkeypatch):
     """A deterministic stand-in for the model, recording what it embeds."""
     provider = CountingProvider(model="working-test", dimension=32)
-    monkeypatch.setattr(working, "get_provider", lambda: provider)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: provider)
     return provider
 
 
@@ -197,7 +197,7 @@ def test_without_the_model_search_answers_with_the_newest_items(owner, monkeypat
         def embed(self, texts):
             raise EmbeddingError("model files missing", retryable=False)
 
-    monkeypatch.setattr(working, "get_provider", lambda: Broken(model="broken"))
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: Broken(model="broken"))
     room = room_of(owner)
     for i in range(4):
         working.working_add(room=room, content=f"note {i}", metadata={"i": i % 2})

@@ -17,7 +17,7 @@ from django.contrib.postgres.search import SearchQuery
 from memories import tasks as memory_tasks
 from memories.models import SEARCH_CONFIG, Memory, ParkedTask, content_hash
 from memories.providers.embeddings import EmbeddingError
-from memories.services import embedding, embedding_isolation
+from memories.services import embedding_isolation, embedding_spaces
 from memories.services.embedding import EMBEDDING_RUN_TASK, embedding_pending_count
 from memories.services.embedding_isolation import (
     embedding_failed_retry,
@@ -46,7 +46,7 @@ def poisoned(
     for key in [*redis_client.scan_iter(f"{PREFIX}*"), embedding_isolation.ISOLATE_FLAG]:
         redis_client.delete(key)
     provider = PoisonedProvider()
-    monkeypatch.setattr(embedding_isolation, "get_provider", lambda: provider)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: provider)
     yield provider
     redis_client.delete(embedding_isolation.ISOLATE_FLAG)
 
@@ -127,7 +127,7 @@ def test_a_worker_dying_on_a_memory_parks_it(owner, poisoned, settings):
 def test_an_interrupted_run_has_the_next_isolate_first(
     owner, poisoned, monkeypatch, redis_client
 ) -> None:
-    monkeypatch.setattr(embedding, "get_provider", lambda: poisoned)
+    monkeypatch.setattr(embedding_spaces, "get_provider", lambda: poisoned)
     follow_ups: list[bool] = []
     monkeypatch.setattr(memory_tasks, "embedding_enqueue", lambda: follow_ups.append(True))
     good, poison = messages(owner.project, "some words", POISON)
