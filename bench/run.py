@@ -274,6 +274,11 @@ def arguments() -> argparse.Namespace:
         "the ingested memories; no bare model, search, recall, writes or bulk levels",
     )  # fmt: skip
     parser.add_argument(
+        "--embedding-model", metavar="KEY",
+        help="switch the bench project to this model first (minilm-l6, mpnet-base: see "
+        "GET /api/v1/embedding/); default: the configured model",
+    )  # fmt: skip
+    parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="SECONDS",
         help="first wait up to this long until other processes leave the CPU idle",
     )  # fmt: skip
@@ -361,6 +366,21 @@ def phases_run(bench: Bench, plan: Plan, only: tuple[str, ...] | None = None) ->
     console_phase(bench)  # last: it adds a user of 10,000 memories
 
 
+def model_use(api: Api, model: str) -> str:
+    """Switch the (empty) bench project to ``model`` through the API and wait for the
+    flip (a worker's job with nothing to embed); the model in use."""
+    api.post("/api/v1/embedding/switch/", json.dumps({"model": model}).encode(), expect=202)
+    deadline = time.monotonic() + 600  # the first use of mpnet assembles its files
+    while time.monotonic() < deadline:
+        _, shown, _ = api.call("GET", "/api/v1/embedding/")
+        if shown["model"] == model:
+            return model
+        if shown["switch"] and shown["switch"]["status"] in ("failed", "cancelled"):
+            raise RuntimeError(f"switch to {model}: {shown['switch']['error']}")
+        time.sleep(0.5)
+    raise RuntimeError(f"switch to {model}: not done in 600 s")
+
+
 def measure(
     args: argparse.Namespace, hub: Hub, monitor: Monitor, corpus: Corpus, plan: Plan,
     results: dict[str, Any],
@@ -371,6 +391,8 @@ def measure(
     key = hub.api_key_unthrottled(PROJECT, "--name", "bench")
     monitor.start()
     api = Api(hub.port, key)
+    if args.embedding_model:
+        results["label"]["embedding_model"] = model_use(api, args.embedding_model)
     bench: Bench | None = None
     try:
         with psycopg.connect(hub.database_conninfo(), autocommit=True) as db:
