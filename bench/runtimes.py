@@ -3,7 +3,7 @@
 onnx-int8), on LoCoMo turns and questions:
 
     .venv/bin/python bench/runtimes.py ../shared/data/locomo-dev.json
-    .venv/bin/python bench/runtimes.py PATH --model all-mpnet-base-v2 --turns 640
+    .venv/bin/python bench/runtimes.py PATH --model all-mpnet-base-v2 --turns 256
     .venv/bin/python bench/runtimes.py PATH --recall            # + bench/evaluate.py per runtime
     .venv/bin/python bench/runtimes.py PATH --recall --mixed    # + torch memories, ONNX queries
     .venv/bin/python bench/runtimes.py PATH --runtimes torch,onnx-int8 --json OUT.json
@@ -11,7 +11,7 @@ onnx-int8), on LoCoMo turns and questions:
 Per runtime, in a fresh process each (so its imports and memory are its own), through
 the provider the hub uses (memories.providers.embeddings.LocalEmbeddingProvider), with
 --model as EMBEDDING_MODEL (all-MiniLM-L6-v2 by default) and --turns the first N turns
-(all by default: all-mpnet-base-v2 embeds some ten times slower):
+and questions (all by default: all-mpnet-base-v2 embeds some ten times slower):
 
 * ``per_second``: texts per second embedding every turn in calls of EMBEDDING_BATCH_SIZE
   (64) in arrival order, as the worker embeds its claims, on EMBEDDING_TORCH_THREADS
@@ -86,8 +86,9 @@ def measure(runtime: str, path: Path, *, model: str, turns_max: int) -> dict[str
 
     dataset = locomo_dataset(path)
     turns = [message.content for dialogue in dataset.dialogues for message in dialogue.messages]
-    turns = turns[:turns_max] if turns_max else turns
     questions = [probe.text for dialogue in dataset.dialogues for probe in dialogue.probes]
+    if turns_max:
+        turns, questions = turns[:turns_max], questions[:turns_max]
     config = settings.EMBEDDING
     provider = get_provider()
     started = time.perf_counter()
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", type=Path, help="a LoCoMo .json file")
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--model", default="all-MiniLM-L6-v2", choices=list(MODELS))
-    parser.add_argument("--turns", type=int, default=0, help="the first N turns (0: all)")
+    parser.add_argument("--turns", type=int, default=0, help="the first N turns and questions")
     parser.add_argument("--recall", action="store_true", help="bench/evaluate.py per runtime")
     parser.add_argument("--mixed", action="store_true", help="torch memories, ONNX queries")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
