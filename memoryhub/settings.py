@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
-from celery.schedules import crontab
-from kombu import Queue
 
 from memories.providers.embedding_runtimes import DEFAULT_RUNTIME
 from memoryhub import embedded
 from memoryhub.env import dotenv_load, env_bool, env_float, env_int, env_list
+from memoryhub.schedule import celery_queues_and_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -147,73 +146,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "max_retries": 0,
 }
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# `default` (embedding, short core tasks) has its own worker pool (hub_services.py)
-CELERY_TASK_QUEUES = (Queue("default"), Queue("derived"), Queue("ingestion"), Queue("maintenance"))
-_MAINTENANCE = (
-    "importance_recompute_task",
-    "prune_task",
-    "prune_queued_task",
-    # a model switch never stands in front of the embedding of new writes (`default`)
-    "embedding_switch_task",
-    "embedding_switch_sweep_task",
-)
-CELERY_TASK_ROUTES = {
-    **{f"memories.tasks.{name}": {"queue": "maintenance"} for name in _MAINTENANCE},
-    "ingestion.tasks.document_ingest_task": {"queue": "ingestion"},
-    "ingestion.tasks.documents_sweep_task": {"queue": "ingestion"},
-    "synopsis.tasks.room_summarize_task": {"queue": "derived"},
-    "synopsis.tasks.facts_extract_task": {"queue": "derived"},
-    "synopsis.tasks.facts_extract_sweep_task": {"queue": "derived"},
-    "synopsis.tasks.synopsis_generate_task": {"queue": "derived"},
-}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULE = {
-    "embedding-backfill": {
-        "task": "memories.tasks.embedding_backfill_task",
-        "schedule": env_float("EMBEDDING_BACKFILL_INTERVAL", 60.0),
-    },
-    "summaries-sweep": {  # rooms over capacity that no write's signal queued
-        "task": "synopsis.tasks.room_summarize_sweep_task",
-        "schedule": env_float("SUMMARY_SWEEP_INTERVAL", 60.0),
-    },
-    "facts-sweep": {  # recent user messages that no write's signal had mined
-        "task": "synopsis.tasks.facts_extract_sweep_task",
-        "schedule": env_float("FACTS_SWEEP_INTERVAL", 300.0),
-    },
-    "working-memory-trim": {  # FIFO cap and expired ids of every room's working memory
-        "task": "memories.tasks.working_memory_trim_task",
-        "schedule": env_float("WORKING_MEMORY_FIFO_INTERVAL_MIN", 5.0) * 60,
-    },
-    "accesses-flush": {  # reads counted in Redis -> access_count, accessed_at
-        "task": "memories.tasks.accesses_flush_task",
-        "schedule": env_float("ACCESS_FLUSH_INTERVAL", 30.0),
-    },
-    "importance-recompute": {  # MUXI importance scores, one maintenance run per project
-        "task": "memories.tasks.importance_recompute_task",
-        "schedule": env_float("IMPORTANCE_RECOMPUTE_INTERVAL", 3600.0),
-    },
-    "prune": {  # each project's pruning policies, then the purge; one maintenance run each
-        "task": "memories.tasks.prune_task",
-        "schedule": env_float("PRUNE_INTERVAL", 86400.0),
-    },
-    "embedding-switch-sweep": {  # stalled model switches, old vectors past their keep
-        "task": "memories.tasks.embedding_switch_sweep_task",
-        "schedule": env_float("EMBEDDING_SWITCH_SWEEP_INTERVAL", 300.0),
-    },
-    "documents-sweep": {  # documents whose pipeline stalled (a lost message, a dead worker)
-        "task": "ingestion.tasks.documents_sweep_task",
-        "schedule": env_float("INGESTION_SWEEP_INTERVAL", 120.0),
-    },
-    "maintenance-runs-purge": {
-        "task": "memories.tasks.maintenance_runs_purge_task",
-        "schedule": crontab(hour=3, minute=41),
-    },
-    "idempotency-keys-purge": {
-        "task": "memories.tasks.idempotency_keys_purge_task",
-        "schedule": crontab(minute=17),
-    },
-}
+# the queues, their routes and the beat's schedule: memoryhub/schedule.py
+CELERY_TASK_QUEUES, CELERY_TASK_ROUTES, CELERY_BEAT_SCHEDULE = celery_queues_and_schedule()
 
 # --- Auth, i18n, static ----------------------------------------------------------------
 
@@ -301,10 +237,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     MEMORYHUB["MAX_BODY_BYTES"],
     int(env_float("INGESTION_MAX_UPLOAD_MB", 20.0) * 1024 * 1024) + 1024 * 1024,
 )
-_EMBEDDING_PROVIDER = os.environ.get("EMBEDDING_PROVIDER", "local")
 EMBEDDING: dict[str, Any] = {
     # hashing: a deterministic bag-of-words embedder, for tests that only need vectors
-    "PROVIDER": _EMBEDDING_PROVIDER,
+    "PROVIDER": os.environ.get("EMBEDDING_PROVIDER", "local"),
     "MODEL": os.environ.get("EMBEDDING_MODEL", "all-MiniLM-L6-v2"),
     # onnx-int8: 2.3 ms a query instead of torch's 12.4, 1.8x the texts/s, a third of
     # the memory, the same LoCoMo recall@10 (bench/runtimes.py)
@@ -327,20 +262,11 @@ EMBEDDING: dict[str, Any] = {
     "QUERY_BATCH_SIZE": env_int("EMBEDDING_QUERY_BATCH_SIZE", 4),
     "API_URL": os.environ.get("EMBEDDING_API_URL", ""),
     "API_KEY": os.environ.get("EMBEDDING_API_KEY", ""),
-    # the endpoint's model as a project's choice "openai" (memories/services/
-    # embedding_spaces.py); the configured model's when it is the endpoint
-    "API_MODEL": os.environ.get(
-        "EMBEDDING_API_MODEL",
-        os.environ.get("EMBEDDING_MODEL", "") if _EMBEDDING_PROVIDER == "openai" else "",
-    ),
-    "API_DIMENSION": env_int(
-        "EMBEDDING_API_DIMENSION",
-        env_int("EMBEDDING_DIMENSION", 1536) if _EMBEDDING_PROVIDER == "openai" else 1536,
-    ),
-    # a switch keeps the old model's vectors this long: a switch back within it embeds
-    # only what was written since (memories/services/embedding_switch.py)
+    # the endpoint's model as a project's choice "openai" (embedding_spaces.py)
+    "API_MODEL": os.environ.get("EMBEDDING_API_MODEL", ""),
+    "API_DIMENSION": env_int("EMBEDDING_API_DIMENSION", 1536),
+    # the old model's vectors kept after a switch; memories a switch's job embeds at once
     "SWITCH_KEEP_HOURS": env_float("EMBEDDING_SWITCH_KEEP_HOURS", 72.0),
-    # memories a switch's job embeds in one transaction
     "SWITCH_BATCH": env_int("EMBEDDING_SWITCH_BATCH", 128),
     "BACKFILL_AFTER_SECONDS": env_int("EMBEDDING_BACKFILL_AFTER_SECONDS", 30),
     # then a follow-up task: within the time limits, and a stopping worker waits for no backlog

@@ -48,6 +48,7 @@ def vector_lanes_closed() -> Iterator[None]:
     binary codes a search loaded into the process, and the mean lengths and the
     embedding space it kept, are forgotten too (the next test's database is another)."""
     yield
+    from memories.services.embedding import embedding_pauses_forget
     from memories.services.search.codes import codes_clear
     from memories.services.search.keyword import mean_lengths_clear
     from memories.services.search.lane import vector_lanes_close
@@ -59,6 +60,7 @@ def vector_lanes_closed() -> Iterator[None]:
     codes_clear()
     mean_lengths_clear()
     query_spaces_forget()
+    embedding_pauses_forget()
 
 
 @pytest.fixture(autouse=True)

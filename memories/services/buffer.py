@@ -23,7 +23,7 @@ from memories.config import BufferSettings, settings_from_overrides
 from memories.models import Memory, Project, Room
 from memories.providers.buffer_memory import BufferHit, BufferMemory
 from memories.services.configuration import room_settings_get
-from memories.services.embedding import memory_vectors
+from memories.services.embedding_vectors import memory_vectors
 from memories.services.search.query_embedding import QueryEmbedding, query_embedding_start
 
 logger = logging.getLogger(__name__)

@@ -20,18 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 import redis
 from django.conf import settings
 from django.db import connection, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memories.models import Embedding, EmbeddingSpace, Memory
+from memories.models import Embedding, EmbeddingSpace, Memory, Project
 from memories.providers.embeddings import (
+    EmbeddingError,
     EmbeddingProvider,
     get_provider,
-    normalize,
     torch_threads_set,
 )
 from memories.providers.redis_client import redis_client
@@ -145,8 +144,18 @@ def _spaces_fill(
 ) -> list[Memory]:
     """Embed the first of ``claimed`` whose windows (in the space each is served from)
     fit ``budget`` into each of their project's ``spaces``, by each space's provider
-    (or ``provider``); returns the memories embedded."""
+    (or ``provider``); returns the memories embedded into the space they are served
+    from (those of a space whose model failed stay pending, and that space is paused:
+    _claimable; a switch's target that failed is left to its job). Raises the model's
+    EmbeddingError when no memory could be embedded."""
     providers = {s.pk: provider or space_provider(s) for found in spaces.values() for s in found}
+    failed: dict[int, EmbeddingError] = {}
+    for space_id, embedder in providers.items():
+        try:
+            embedder.windows("")  # a local model loads here: not installed, broken
+        except EmbeddingError as broken:
+            failed[space_id] = broken
+    claimed = [m for m in claimed if spaces[m.project_id][0].pk not in failed]
     windows = _windows_within(
         claimed,
         lambda memory: providers[spaces[memory.project_id][0].pk],
@@ -155,23 +164,56 @@ def _spaces_fill(
     claimed = claimed[: len(windows)]
     served = dict(zip([m.pk for m in claimed], windows, strict=True))
     for target in {s.pk: s for found in spaces.values() for s in found}.values():
-        into = [m for m in claimed if target in spaces[m.project_id]]
+        into = [m for m in claimed if target in spaces[m.project_id] and target.pk not in failed]
         embedder = providers[target.pk]
-        spans = [
-            served[m.pk] if spaces[m.project_id][0] == target else embedder.windows(m.content)
-            for m in into
-        ]
-        if into:
-            embeddings_replace(memories=into, windows=spans, space=target, provider=embedder)
-    return claimed
+        try:
+            spans = [
+                served[m.pk] if spaces[m.project_id][0] == target else embedder.windows(m.content)
+                for m in into
+            ]
+            if into:
+                embeddings_replace(memories=into, windows=spans, space=target, provider=embedder)
+        except EmbeddingError as broken:
+            failed[target.pk] = broken
+    if not failed:
+        return claimed
+    embedded = [m for m in claimed if spaces[m.project_id][0].pk not in failed]
+    if not embedded:
+        raise next(iter(failed.values()))  # the task's retries and backoff, as before
+    for space_id, reason in failed.items():
+        logger.warning("embedding space %d paused for %.0f s: %s", space_id, PAUSE_SECONDS, reason)
+        _paused[space_id] = time.monotonic() + PAUSE_SECONDS
+    return embedded
 
 
 def _claimable(memory_ids: list[Any] | None) -> QuerySet[Memory]:
     pending = Memory.objects.pending_embedding()
     if memory_ids is not None:
         return pending.filter(pk__in=memory_ids)
-    return pending.exclude(status=Memory.Status.STAGED)
+    pending = pending.exclude(status=Memory.Status.STAGED)
+    now = time.monotonic()
+    paused = [space_id for space_id, until in list(_paused.items()) if until > now]
+    if not paused:
+        return pending
+    # the memories of the projects served from a paused space wait; the others go on
+    # (ids, not a join: the claim's FOR UPDATE would lock the projects' rows too)
+    served_there = Q(embedding_space__in=paused)
+    if embedding_space_get().pk in paused:
+        served_there |= Q(embedding_space__isnull=True)
+    waiting = list(Project.objects.filter(served_there).values_list("pk", flat=True))
+    return pending.exclude(project_id__in=waiting)
 
+
+def embedding_pauses_forget() -> None:
+    """Forget the paused spaces (tests: the next test's database is another)."""
+    _paused.clear()
+
+
+# a space whose model failed in a batch beside other spaces' memories (an endpoint down,
+# a model not installed): its projects' memories are not claimed in this process for
+# this long, so that they never take every batch's places (_claimable)
+PAUSE_SECONDS = 60.0
+_paused: dict[int, float] = {}
 
 # windows a batch embeds, per memory claimed: room for long texts, a bound on the
 # time and memory one batch takes
@@ -265,6 +307,7 @@ def embedding_run(  # type: ignore[no-untyped-def]
     """
     with contextlib.suppress(redis.RedisError):
         _redis().delete(QUEUED_FLAG)  # writes from now on enqueue a follow-up run
+    embedding_space_get()  # the configured model's space exists before any claim
     size = batch_size or settings.EMBEDDING["CLAIM_SIZE"]
     lanes = max(1, int(settings.EMBEDDING["LANES"]))
     started = time.monotonic()
@@ -338,29 +381,3 @@ def embedding_pending_count(*, older_than_seconds: int = 0) -> int:
             created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)
         )
     return queryset.count()
-
-
-# each memory's windows averaged in SQL and sent as a binary float4 array: pgvector's
-# text form takes 10 ms to parse for 100 memories, this 0.3 ms. array_send's layout:
-# a 20-byte header (1 dimension), then each element as a 4-byte length and a float4
-_MEAN_VECTORS_SQL = """
-    SELECT memory_id, array_send(avg(vector)::real[]) FROM memories_embedding
-    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
-"""
-_ARRAY_HEADER = 20
-
-
-def memory_vectors(*, memory_ids: list[Any], space_id: int) -> dict[Any, np.ndarray]:
-    """Each embedded memory's vector in the space, by id: the mean of its windows (a
-    long text is stored as several), normalized. Memories not embedded are absent."""
-    if not memory_ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_MEAN_VECTORS_SQL, [list(memory_ids), space_id])
-        rows = cursor.fetchall()
-    if not rows:
-        return {}
-    matrix = np.stack(
-        [np.frombuffer(bytes(raw), dtype=">f4", offset=_ARRAY_HEADER)[1::2] for _, raw in rows]
-    ).astype(np.float32)
-    return dict(zip([pk for pk, _ in rows], normalize(matrix), strict=True))

@@ -103,10 +103,13 @@ def model_choices() -> dict[str, ModelChoice]:
         ),
     }  # fmt: skip
     config = settings.EMBEDDING
-    if config["API_URL"] and config["API_MODEL"]:
+    model, dimension = config["API_MODEL"], int(config["API_DIMENSION"])
+    if not model and config["PROVIDER"] == "openai":  # the configured model is the endpoint's
+        model, dimension = config["MODEL"], int(config["DIMENSION"])
+    if config["API_URL"] and model:
         choices["openai"] = ModelChoice(
-            "openai", "openai", config["API_MODEL"], int(config["API_DIMENSION"]),
-            f"{config['API_MODEL']} at the OpenAI-compatible endpoint EMBEDDING_API_URL",
+            "openai", "openai", model, dimension,
+            f"{model} at the OpenAI-compatible endpoint EMBEDDING_API_URL",
         )  # fmt: skip
     return choices
 
@@ -186,10 +189,11 @@ def project_dimension(project: Project) -> int:
 
 
 def project_space_read(project_id: int) -> EmbeddingSpace:
-    """The space the project serves from now (read from the database)."""
+    """The space the project serves from now (read from the database, the configured
+    model's space too: workers and commands keep no copy of it)."""
     space_id = Project.objects.filter(pk=project_id).values_list("embedding_space_id", flat=True)
     found = space_id.first()
-    return default_space() if found is None else space_by_id(found)
+    return embedding_space_get() if found is None else space_by_id(found)
 
 
 def memory_spaces(project_ids: Iterable[int]) -> dict[int, list[EmbeddingSpace]]:
@@ -213,10 +217,10 @@ def memory_spaces(project_ids: Iterable[int]) -> dict[int, list[EmbeddingSpace]]
     ).values_list("project_id", "status", "source_id", "target_id"):
         running = status == EmbeddingSwitch.Status.RUNNING
         others.setdefault(project_id, set()).add(target if running else source)
-    spaces = {}
+    spaces, configured = {}, embedding_space_get()
     for project_id in ids:
         first = serving.get(project_id)
-        found = [default_space() if first is None else space_by_id(first)]
+        found = [configured if first is None else space_by_id(first)]
         found += [space_by_id(pk) for pk in sorted(others.get(project_id, ())) if pk != found[0].pk]
         spaces[project_id] = found
     return spaces

@@ -2,7 +2,8 @@
 "openai" model choice: each text's vector is the hashing embedder's
 (memories.providers.embeddings.HashingEmbeddingProvider) of ``dimension`` numbers, so
 texts that share words are near; ``wrong_dimension`` makes it answer one number short,
-``delay`` (seconds) makes each answer that much slower.
+``delay`` (seconds) makes each answer that much slower, ``status`` (e.g. 503) makes it
+answer that error instead.
 
     server = EmbeddingServer(dimension=32).start()
     ...  # EMBEDDING_API_URL=server.base_url
@@ -26,6 +27,8 @@ class EmbeddingServer:
         self.dimension = dimension
         self.wrong_dimension = False
         self.delay = 0.0
+        self.status: int | None = None
+        self.requests = 0  # answered or refused
         self.texts: list[str] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -41,6 +44,12 @@ class EmbeddingServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.requests += 1
+                if owner.status is not None:
+                    self.send_response(owner.status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 self._json(owner.answer(texts, body.get("model", "")))
 

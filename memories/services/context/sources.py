@@ -15,7 +15,7 @@ import numpy as np
 from memories.config import BufferSettings
 from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
-from memories.services.embedding import memory_vectors
+from memories.services.embedding_vectors import memory_vectors
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
 

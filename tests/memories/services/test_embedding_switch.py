@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import Embedding, EmbeddingSwitch, Memory, Project
+from memories.services import embedding as pipeline
 from memories.services import embedding_switch as switching
 from memories.services.embedding import embedding_run
 from memories.services.embedding_spaces import (
@@ -60,6 +61,8 @@ def endpoint(settings, endpoint_server):
     server = endpoint_server
     server.texts.clear()
     server.wrong_dimension = False
+    server.status = None
+    server.requests = 0
     settings.EMBEDDING = {
         **settings.EMBEDDING,
         "API_URL": server.base_url,
@@ -284,3 +287,47 @@ def test_a_memory_changed_during_the_switch_gets_its_new_text_in_both_spaces(
     expected = switching.space_provider(switch.target).embed(["My favourite colour is green."])[0]
     assert float(new @ expected) > 0.999
     assert Memory.objects.get(pk=memory.pk).embedding_status == "done"
+
+
+def test_a_project_whose_model_fails_does_not_hold_up_the_others(owner, outsider, endpoint):
+    written(owner.project, TEXTS[:2])
+    switch = embedding_switch_start(project=owner.project, model="openai", actor=ACTOR, queue=False)
+    embedding_switch_run(switch_id=switch.pk, max_seconds=None)
+    endpoint.status = 503  # the owner's model is down
+    try:
+        mine = unembedded(owner.project, "Written while the endpoint is down.")
+        theirs = unembedded(outsider.project, "Another tenant writes meanwhile.")
+        embedding_run()  # one batch holding both
+        assert Memory.objects.get(pk=theirs.pk).embedding_status == "done"
+        assert Memory.objects.get(pk=mine.pk).embedding_status == "pending"
+        # paused: the next runs leave the owner's memories for later, never asking
+        asked = endpoint.requests
+        more = written(outsider.project, ["And again."], user="bob")[0]
+        assert Memory.objects.get(pk=more.pk).embedding_status == "done"
+        assert endpoint.requests == asked
+    finally:
+        endpoint.status = None
+    pipeline.embedding_pauses_forget()  # its pause over
+    embedding_run()
+    assert Memory.objects.get(pk=mine.pk).embedding_status == "done"
+    assert spaces_of(mine) == [32, 384]
+
+
+def unembedded(project, text):
+    """A memory written as the API writes it, left pending."""
+    items = [MemoryInput(content=text, user="carol")]
+    return memory_create_batch(project=project, items=items, actor=ACTOR)[0][0]
+
+
+def test_a_switch_target_that_fails_leaves_new_writes_served_and_the_job_fills_it(owner, endpoint):
+    written(owner.project, TEXTS[:1])
+    switch = embedding_switch_start(project=owner.project, model="openai", actor=ACTOR, queue=False)
+    endpoint.status = 503
+    try:
+        during = written(owner.project, ["Written while the new model is down."])[0]
+    finally:
+        endpoint.status = None
+    assert Memory.objects.get(pk=during.pk).embedding_status == "done"
+    assert spaces_of(during) == [384]
+    assert embedding_switch_run(switch_id=switch.pk, max_seconds=None) == "completed"
+    assert spaces_of(during) == [32, 384]
