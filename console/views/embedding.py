@@ -17,6 +17,7 @@ from memories.services.embedding_switch import (
     SwitchRefused,
     embedding_switch_cancel,
     embedding_switch_start,
+    last_switch,
     switch_progress,
 )
 from memories.services.revisions import Actor
@@ -26,12 +27,7 @@ def embedding_card_context(request: ConsoleRequest, *, error: str = "") -> dict[
     """What the card shows: the model in use, the others, the last switch's progress."""
     project = request.project
     space = project_space_read(project.pk)
-    last = (
-        EmbeddingSwitch.objects.filter(project=project)
-        .select_related("source", "target")
-        .order_by("-started_at", "-pk")
-        .first()
-    )
+    last = last_switch(project)
     switch = switch_progress(last) if last is not None else None
     current = choice_of(space)
     return {

@@ -19,6 +19,7 @@ from memories.services.embedding_switch import (
     SwitchRefused,
     embedding_switch_cancel,
     embedding_switch_start,
+    last_switch,
     switch_progress,
 )
 
@@ -79,17 +80,11 @@ class SwitchInputSerializer(serializers.Serializer):
 def _state(request: Request) -> dict[str, Any]:
     project = project_of(request)
     space = project_space_read(project.pk)
-    last = (
-        EmbeddingSwitch.objects.filter(project=project)
-        .select_related("source", "target")
-        .order_by("-started_at", "-pk")
-        .first()
-    )
     return {
         "model": choice_of(space),
         "dimension": space.dimension,
         "models": [vars(choice) for choice in model_choices().values()],
-        "switch": last,
+        "switch": last_switch(project),
     }
 
 

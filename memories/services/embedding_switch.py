@@ -326,6 +326,16 @@ def _vectors_drop(switch: EmbeddingSwitch) -> int:
     return deleted
 
 
+def last_switch(project: Project) -> EmbeddingSwitch | None:
+    """The project's newest switch (running or not), with its spaces."""
+    return (
+        EmbeddingSwitch.objects.filter(project=project)
+        .select_related("source", "target")
+        .order_by("-started_at", "-pk")
+        .first()
+    )
+
+
 def switch_progress(switch: EmbeddingSwitch) -> dict[str, Any]:
     """What the API and the console show of a switch: its state, done/total, the rate
     (memories/s since it started) and the estimated seconds left."""
