@@ -108,6 +108,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/embedding/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The project's embedding model, the models it can switch to, and its last
+         *     switch with its progress.
+         */
+        get: operations["v1_embedding_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/embedding/switch/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Switch the project to another embedding model, without downtime: a background
+         *     job embeds every memory with the new model while searches and contexts keep using
+         *     the old one (new writes are embedded by both), then the project flips at once.
+         *     Switching back while the old vectors are kept is quick.
+         */
+        post: operations["v1_embedding_switch_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/embedding/switch/cancel/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Cancel the running switch: the project keeps its model; what the new model
+         *     embedded is dropped by the next sweep.
+         */
+        post: operations["v1_embedding_switch_cancel_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/import/": {
         parameters: {
             query?: never;
@@ -1074,6 +1136,15 @@ export interface components {
             /** @description True when the scope already had these bytes: that document, nothing queued. */
             duplicate: boolean;
         };
+        EmbeddingOutput: {
+            /** @description The model the project's searches and contexts use now (the setting `embedding.model`): a key of `models`. */
+            model: string;
+            dimension: number;
+            /** @description The models it can switch to. */
+            models: components["schemas"]["ModelOutput"][];
+            /** @description The last switch, if any. */
+            switch: components["schemas"]["SwitchOutput"] | null;
+        };
         /**
          * @description * `pending` - Pending
          *     * `done` - Done
@@ -1081,6 +1152,14 @@ export interface components {
          * @enum {string}
          */
         EmbeddingStatusEnum: "pending" | "done" | "failed";
+        /**
+         * @description * `running` - Running
+         *     * `completed` - Completed
+         *     * `cancelled` - Cancelled
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        EmbeddingSwitchStatusEnum: "running" | "completed" | "cancelled" | "failed";
         /**
          * @description * `cl100k_base` - cl100k_base
          * @enum {string}
@@ -1607,6 +1686,13 @@ export interface components {
          * @enum {string}
          */
         MethodEnum: "semantic" | "recency";
+        ModelOutput: {
+            key: string;
+            provider: string;
+            model: string;
+            dimension: number;
+            description: string;
+        };
         /**
          * @description * `synopsis` - synopsis
          *     * `facts` - facts
@@ -2082,6 +2168,46 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "active" | "archived" | "superseded" | "pruned" | "staged";
+        SwitchInputRequest: {
+            /** @description The key of the model to switch to (`models`). */
+            model: string;
+        };
+        SwitchOutput: {
+            id: number;
+            /**
+             * @description running (the project still serves from the old model), completed (it serves from the new one), cancelled or failed (it never left the old one).
+             *
+             *     * `running` - Running
+             *     * `completed` - Completed
+             *     * `cancelled` - Cancelled
+             *     * `failed` - Failed
+             */
+            status: components["schemas"]["EmbeddingSwitchStatusEnum"];
+            /** @description The model switched from. */
+            from_model: string;
+            /** @description The model switched to. */
+            to_model: string;
+            /** @description Memories embedded by the new model so far. */
+            done: number;
+            /** @description Memories the new model lacked when the switch started (memories written since are embedded by both models as they come). */
+            total: number;
+            /** Format: double */
+            rate_per_second: number | null;
+            /** @description While running. */
+            eta_seconds: number | null;
+            requested_by: string;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+            /**
+             * Format: date-time
+             * @description A completed switch keeps the old model's vectors until then (EMBEDDING_SWITCH_KEEP_HOURS): switching back before that embeds only what was written since.
+             */
+            old_vectors_kept_until: string | null;
+            /** @description Why it failed or who cancelled it. */
+            error: string;
+        };
         SynopsisOutput: {
             /** @description The user's external id. */
             user: string;
@@ -2921,6 +3047,254 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Over the API key's rate limit (the project's `limits`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PostgreSQL or Redis unreachable. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    v1_embedding_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmbeddingOutput"];
+                };
+            };
+            /** @description Invalid input: each message under the field it names. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FieldErrors"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or the query string is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooLargeError"];
+                };
+            };
+            /** @description Over the API key's rate limit (the project's `limits`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PostgreSQL or Redis unreachable. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    v1_embedding_switch_create: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key with the same request replays the first response; with another request it is a 422. At most 255 characters. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SwitchInputRequest"];
+            };
+        };
+        responses: {
+            /** @description Started: follow it at /api/v1/embedding/. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SwitchOutput"];
+                };
+            };
+            /** @description An unknown model, one not installed or whose files fail verification, the model in use, or a switch running: nothing changed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FieldErrors"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A read-only API key. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or the query string is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooLargeError"];
+                };
+            };
+            /** @description The body is not `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description This Idempotency-Key was used with another request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Over the API key's rate limit (the project's `limits`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PostgreSQL or Redis unreachable. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    v1_embedding_switch_cancel_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SwitchOutput"];
+                };
+            };
+            /** @description No switch is running. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FieldErrors"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A read-only API key. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or the query string is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooLargeError"];
                 };
             };
             /** @description Over the API key's rate limit (the project's `limits`). */

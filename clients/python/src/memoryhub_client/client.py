@@ -152,6 +152,7 @@ class MemoryHub(_Base):
         self.documents = groups.Documents(self)
         self.prune = groups.Prune(self)
         self.settings = groups.ProjectSettings(self)
+        self.embedding = groups.Embedding(self)
 
     def _send(self, call: Call[T]) -> T:
         """Send ``call`` with its retries; its answer, or its error."""
@@ -223,6 +224,7 @@ class AsyncMemoryHub(_Base):
         self.documents = groups_async.AsyncDocuments(self)
         self.prune = groups_async.AsyncPrune(self)
         self.settings = groups_async.AsyncProjectSettings(self)
+        self.embedding = groups_async.AsyncEmbedding(self)
 
     async def _send(self, call: Call[T]) -> T:
         """Send ``call`` with its retries; its answer, or its error."""

@@ -1,6 +1,6 @@
 """The sync client's method groups, as the API groups its endpoints: ``hub.memories``,
 ``hub.users``, ``hub.rooms``, ``hub.buffer``, ``hub.working``, ``hub.documents``,
-``hub.prune``, ``hub.settings``. Each method is an endpoint function of
+``hub.prune``, ``hub.settings``, ``hub.embedding``. Each method is an endpoint function of
 ``memoryhub_client.endpoints`` (same arguments, same docstring), sent."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from memoryhub_client.models import Document
 __all__ = [
     "Buffer",
     "Documents",
+    "Embedding",
     "Memories",
     "Prune",
     "ProjectSettings",
@@ -159,3 +160,11 @@ class ProjectSettings(Group):
     update = sync_method(project.settings_update)
     revisions = sync_pager(project.settings_revisions_page)
     revisions_page = sync_method(project.settings_revisions_page)
+
+
+class Embedding(Group):
+    """The project's embedding model and its switch to another."""
+
+    get = sync_method(project.embedding_get)
+    switch = sync_method(project.embedding_switch)
+    cancel = sync_method(project.embedding_switch_cancel)

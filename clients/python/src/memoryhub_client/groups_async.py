@@ -19,6 +19,7 @@ __all__ = [
     "AsyncGroup",
     "AsyncBuffer",
     "AsyncDocuments",
+    "AsyncEmbedding",
     "AsyncMemories",
     "AsyncPrune",
     "AsyncProjectSettings",
@@ -156,3 +157,11 @@ class AsyncProjectSettings(AsyncGroup):
     update = async_method(project.settings_update)
     revisions = async_pager(project.settings_revisions_page)
     revisions_page = async_method(project.settings_revisions_page)
+
+
+class AsyncEmbedding(AsyncGroup):
+    """The project's embedding model and its switch to another."""
+
+    get = async_method(project.embedding_get)
+    switch = async_method(project.embedding_switch)
+    cancel = async_method(project.embedding_switch_cancel)

@@ -1,4 +1,4 @@
-"""The project's calls: search, context, pruning, import, settings."""
+"""The project's calls: search, context, pruning, import, settings, the embedding model."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from memoryhub_client.endpoints.base import (
 )
 from memoryhub_client.models import (
     Context,
+    EmbeddingState,
+    EmbeddingSwitch,
     ImportResult,
     Page,
     PruneRun,
@@ -28,6 +30,9 @@ from memoryhub_client.models import (
 
 __all__ = [
     "context_build",
+    "embedding_get",
+    "embedding_switch",
+    "embedding_switch_cancel",
     "import_data",
     "prune_preview",
     "prune_run",
@@ -156,3 +161,19 @@ def settings_revisions_page(
     """Every settings change, newest first."""
     params = query(limit=limit, cursor=cursor)
     return Call("GET", "settings/revisions/", as_page(SettingsRevision), params=params)
+
+
+def embedding_get() -> Call[EmbeddingState]:
+    """The project's embedding model, the models it can switch to and its last switch."""
+    return Call("GET", "embedding/", as_model(EmbeddingState))
+
+
+def embedding_switch(model: str) -> Call[EmbeddingSwitch]:
+    """Switch the project to another embedding model (a key of ``embedding.get().models``)
+    in the background, without downtime; follow it with ``embedding.get().switch``."""
+    return Call("POST", "embedding/switch/", as_model(EmbeddingSwitch), json=body(model=model))
+
+
+def embedding_switch_cancel() -> Call[EmbeddingSwitch]:
+    """Cancel the running switch: the project keeps its model."""
+    return Call("POST", "embedding/switch/cancel/", as_model(EmbeddingSwitch))

@@ -1,4 +1,5 @@
-"""Project-level results: documents and chunks, pruning runs, imports, settings."""
+"""Project-level results: documents and chunks, pruning runs, imports, settings, the
+embedding model and its switch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ __all__ = [
     "Chunk",
     "CreatedExisting",
     "Document",
+    "EmbeddingChoice",
+    "EmbeddingState",
+    "EmbeddingSwitch",
     "ImportMemories",
     "ImportResult",
     "ImportVectors",
@@ -168,3 +172,56 @@ class SettingsRevision(Model):
     before: Any = None
     after: Any = None
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingChoice(Model):
+    """A model the project can switch to (``key``: what ``embedding.switch`` takes)."""
+
+    __schema__ = ("ModelOutput",)
+
+    key: str
+    provider: str
+    model: str
+    dimension: int
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingSwitch(Model):
+    """A switch of the project's embedding model: ``status`` running (the project still
+    serves from the old model), completed, cancelled or failed; ``done`` of ``total``
+    memories embedded by the new model, the rate and the seconds left."""
+
+    __schema__ = ("SwitchOutput",)
+
+    id: int
+    status: str
+    from_model: str
+    to_model: str
+    done: int
+    total: int
+    rate_per_second: float | None = None
+    eta_seconds: int | None = None
+    requested_by: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    old_vectors_kept_until: datetime | None = None
+    error: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """True once the switch ended (completed, cancelled or failed)."""
+        return self.status != "running"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingState(Model):
+    """The model the project's searches use, the models it can switch to, its last switch."""
+
+    __schema__ = ("EmbeddingOutput",)
+
+    model: str
+    dimension: int
+    models: list[EmbeddingChoice] = field(default_factory=list)
+    switch: EmbeddingSwitch | None = None
