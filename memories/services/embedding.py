@@ -148,13 +148,14 @@ def _spaces_fill(
     from (those of a space whose model failed stay pending, and that space is paused:
     _claimable; a switch's target that failed is left to its job). Raises the model's
     EmbeddingError when no memory could be embedded."""
-    providers = {s.pk: provider or space_provider(s) for found in spaces.values() for s in found}
+    providers: dict[int, EmbeddingProvider] = {}
     failed: dict[int, EmbeddingError] = {}
-    for space_id, embedder in providers.items():
-        try:
-            embedder.windows("")  # a local model loads here: not installed, broken
+    for space in {s.pk: s for found in spaces.values() for s in found}.values():
+        try:  # a model is made and loaded here: not configured, not installed, broken
+            providers[space.pk] = provider or space_provider(space)
+            providers[space.pk].windows("")
         except EmbeddingError as broken:
-            failed[space_id] = broken
+            failed[space.pk] = broken
     claimed = [m for m in claimed if spaces[m.project_id][0].pk not in failed]
     windows = _windows_within(
         claimed,
@@ -164,7 +165,9 @@ def _spaces_fill(
     claimed = claimed[: len(windows)]
     served = dict(zip([m.pk for m in claimed], windows, strict=True))
     for target in {s.pk: s for found in spaces.values() for s in found}.values():
-        into = [m for m in claimed if target in spaces[m.project_id] and target.pk not in failed]
+        if target.pk in failed:
+            continue
+        into = [m for m in claimed if target in spaces[m.project_id]]
         embedder = providers[target.pk]
         try:
             spans = [
