@@ -176,7 +176,7 @@ REVIEWED: dict[str, dict[str, str]] = {
         "HashingEmbeddingProvider::embed ef8a3a0a77": "one class, one way",
     },
     "memories/providers/onnx_export.py": {
-        "_int8_quantize_steps 3fcfe068ae": "model node names, not user text; literals",
+        "_int8_quantize_steps e3bbfd7564": "PER_BLOCK patterns over the graph's node names",
     },
     "memories/providers/request_ids.py": {
         "SANE 46cab41820": "bounded: at most 128 characters",
