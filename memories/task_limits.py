@@ -54,7 +54,6 @@ def _limit(soft: float, grace: float = GRACE) -> TaskLimit:
 def _table() -> dict[str, TaskLimit]:
     llm = llm_call_seconds()
     run = float(settings.EMBEDDING["RUN_SECONDS"])
-    ingestion = settings.INGESTION
     return {
         # embeds for EMBEDDING_RUN_SECONDS, then queues a follow-up: one claim more (256
         # memories, at most 4 windows each: ~3 s on 2 cores; an API provider's slow
@@ -80,6 +79,14 @@ def _table() -> dict[str, TaskLimit]:
         "memories.tasks.importance_recompute_task": _limit(3000, grace=300),
         "memories.tasks.prune_task": _limit(3000, grace=300),
         "memories.tasks.prune_queued_task": _limit(3000, grace=300),
+        **_apps_table(llm),
+    }
+
+
+def _apps_table(llm: float) -> dict[str, TaskLimit]:
+    """The limits of the synopsis and ingestion apps' tasks."""
+    ingestion = settings.INGESTION
+    return {
         # one batch of a room (one LLM request with its retries, or the extractive
         # summary: well under a second) and the summary's write
         "synopsis.tasks.room_summarize_task": _limit(120 + llm),

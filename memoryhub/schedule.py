@@ -18,8 +18,13 @@ def celery_queues_and_schedule() -> tuple[tuple[Queue, ...], dict[str, Any], dic
     # `default` (embedding, short core tasks) has its own worker pool (hub_services.py)
     queues = (Queue("default"), Queue("derived"), Queue("ingestion"), Queue("maintenance"))
     # a model switch (embedding_switch_*) never stands in front of new writes' embedding
-    maintenance = ("importance_recompute_task", "prune_task", "prune_queued_task",
-                    "embedding_switch_task", "embedding_switch_sweep_task")  # fmt: skip
+    maintenance = (
+        "importance_recompute_task",
+        "prune_task",
+        "prune_queued_task",
+        "embedding_switch_task",
+        "embedding_switch_sweep_task",
+    )
     routes = {
         **{f"memories.tasks.{name}": {"queue": "maintenance"} for name in maintenance},
         "ingestion.tasks.document_ingest_task": {"queue": "ingestion"},

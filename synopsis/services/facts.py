@@ -222,16 +222,15 @@ def _draft_vectors(drafted: list[tuple[Memory, list[FactDraft]]]) -> list[np.nda
     """The vectors of each message's drafts, in order, by the model of the space its
     project serves from (one call per project); None if a model is unavailable (then
     duplicates are recognised by their text alone)."""
-    by_project: dict[int, list[FactDraft]] = {}
+    texts: dict[int, list[str]] = {}
     for message, drafts in drafted:
-        by_project.setdefault(message.project_id, []).extend(drafts)
+        texts.setdefault(message.project_id, []).extend(d.content for d in drafts)
     try:
-        vectors = {
-            project_id: iter(normalize(space_provider(project_space_read(project_id)).embed(
-                [d.content for d in drafts]
-            )))
-            for project_id, drafts in by_project.items() if drafts
-        }  # fmt: skip
+        vectors = {}
+        for project_id, contents in texts.items():
+            if contents:
+                embedder = space_provider(project_space_read(project_id))
+                vectors[project_id] = iter(normalize(embedder.embed(contents)))
         return [next(vectors[m.project_id]) for m, drafts in drafted for _ in drafts]
     except SoftTimeLimitExceeded:
         raise  # the task's time is up: it records which message was being mined

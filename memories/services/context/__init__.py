@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memories.config import BufferSettings
+from memories.config import BufferSettings, ContextSettings
 from memories.models import EmbeddingSpace, EndUser, Project, Room
 from memories.services.access import accesses_record
 from memories.services.configuration import project_settings_get, room_settings_get
@@ -116,8 +116,7 @@ def context_build(
     turns of ``messages``), within ``max_tokens`` (default: the project's). Without
     ``record_access`` (the console's preview: an operator looking, not an agent using
     the memories) nothing is recorded: no accesses, no savings in the user's totals.
-    ``now``: when the query is asked (default: now), against which a time it names
-    ("last year", "in June") is read."""
+    ``now``: what a time the query names ("last year") is read against (default: now)."""
     clock = time.perf_counter()
     config = project_settings_get(project=end_user.project)
     settings = config.context
@@ -137,10 +136,7 @@ def context_build(
         ),
         encoding=encoding or settings.encoding,
         buffer=room_settings_get(room=room).buffer if room is not None else config.buffer,
-        weights=(
-            settings.similarity_weight if similarity_weight is None else similarity_weight,
-            settings.confidence_weight if confidence_weight is None else confidence_weight,
-        ),
+        weights=_weights(settings, similarity_weight, confidence_weight),
         timings={},
         notes=[],
         now=now,
@@ -151,6 +147,16 @@ def context_build(
     result = _fitted(build, candidates, retrieved, record_access=record_access)
     build.timings["total"] = (time.perf_counter() - clock) * 1000
     return result
+
+
+def _weights(
+    settings: ContextSettings, similarity: float | None, confidence: float | None
+) -> tuple[float, float]:
+    """The facts' ranking weights: the caller's, else the project's."""
+    return (
+        settings.similarity_weight if similarity is None else similarity,
+        settings.confidence_weight if confidence is None else confidence,
+    )
 
 
 def _fitted(

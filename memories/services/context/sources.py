@@ -124,10 +124,17 @@ def fact_rows(*, end_user: EndUser) -> list[Memory]:
             kind__in=FACT_KINDS,
             status=Memory.Status.ACTIVE,
         ).only(
-            "id", "project_id", "public_id", "kind", "content", "content_json", "confidence",
-            "created_at", "source_ids",
+            "id",
+            "project_id",
+            "public_id",
+            "kind",
+            "content",
+            "content_json",
+            "confidence",
+            "created_at",
+            "source_ids",
         )
-    )  # fmt: skip
+    )
 
 
 def fact_candidates(

@@ -51,7 +51,6 @@ from memories.services.search.ranking import (
 from memories.services.search.signal import VectorRequest, VectorSignal
 from memories.services.search.slots import slotted
 from memories.services.search.time_path import range_filters, time_fused, time_range_wanted
-from memories.services.search.time_range import TimeRange
 from memories.services.search.vector import vector_signal_get
 
 __all__ = [
@@ -107,28 +106,19 @@ def memory_search(
     fields: tuple[str, ...] | None = None,
     now: datetime | None = None,
 ) -> SearchResult:
-    """The k best memories of the project for a query text and/or a raw query vector
-    (of ``space`` when the caller has it; default: the space the project serves from), in ``mode``
-    (None: the project's default mode).
-
-    ``similarity`` is the cosine similarity to the query vector clipped to 0..1;
-    ``threshold`` drops memories less similar than that (memories not embedded yet,
-    found by keyword, are kept). ``score`` is the mode's ranking score, adjusted.
-    ``fields``: the only fields of the hits' memories loaded (None: all of them).
-    ``now``: when the query is asked, against which "last year" or "in June" is read
-    (default: now; time_path.py).
-    """
+    """The k best memories of the project for a query text and/or a raw query vector (of
+    ``space``; default: the project's), in ``mode`` (None: the project's default). A hit's
+    ``similarity`` is its cosine to the query clipped to 0..1, below ``threshold`` dropped
+    (not yet embedded: kept); ``fields``: the only fields loaded (None: all); ``now``: what
+    "last year" or "in June" is read against (default: now; time_path.py)."""
     clock = time.perf_counter()
     policy = project_settings_get(project=project).search
     mode = mode or policy.default_mode
     filters = filters or SearchFilters()
     timings: dict[str, float] = {}
     # started first: the query is embedded while PostgreSQL runs the steps before
-    started = (
-        None
-        if mode == SearchMode.KEYWORD
-        else query_embedding_start(query, embedding, space, project=project)
-    )
+    keyword = mode == SearchMode.KEYWORD
+    started = None if keyword else query_embedding_start(query, embedding, space, project=project)
     text = query if query and mode != SearchMode.VECTOR else None  # for the keyword step
     with _timed(timings, "count"):  # for BM25 and the vector scan; with the query's words
         counted = filtered_count(project=project, filters=filters, text=text)
@@ -145,41 +135,52 @@ def memory_search(
     pool = _signals(search, started=started, text=text, words=counted.words)
     with _timed(timings, "rank"):
         ranked = _ranked(pool, mode=mode, policy=policy, threshold=threshold, explain=explain)
-    window = time_range_wanted(
-        query=query, mode=mode, filters=filters, weight=policy.time_weight, now=now
-    )
-    if window is not None:
-        with _timed(timings, "time"):
-            ranked = _time_raised(ranked, search, window, started, text, threshold, explain)
+    ranked = _time_raised(ranked, search, _Asked(query, now, started, text, threshold, explain))
     with _timed(timings, "load"):
         hits = winners_load(ranked, k, fields, SourcesWithin(project, filters))
     timings["total"] = (time.perf_counter() - clock) * 1000
     return SearchResult(hits=hits, mode=mode, timings_ms=timings, ranked=ranked)
 
 
-def _time_raised(
-    ranked: list[Ranked],
-    search: _Search,
-    window: TimeRange,
-    started: QueryEmbedding | None,
-    text: str | None,
-    threshold: float | None,
-    explain: bool,
-) -> list[Ranked]:
-    """``ranked`` fused with the ranking of the memories of ``window`` (time_path.py):
-    the same signals over the filters narrowed to the range."""
-    filters = range_filters(search.filters, window)
-    counted = filtered_count(project=search.project, filters=filters, text=text)
-    if not counted.size:
+@dataclass(frozen=True)
+class _Asked:
+    """What the query asked, for the time path: its text and time, its embedding
+    started, the keyword step's text, the threshold and whether to explain."""
+
+    query: str | None
+    now: datetime | None
+    started: QueryEmbedding | None
+    text: str | None
+    threshold: float | None
+    explain: bool
+
+
+def _time_raised(ranked: list[Ranked], search: _Search, asked: _Asked) -> list[Ranked]:
+    """``ranked`` fused with the ranking of the memories of the time the query names, if
+    it names one (time_path.py): the same signals over the filters narrowed to the range."""
+    policy = search.policy
+    window = time_range_wanted(
+        query=asked.query,
+        mode=search.mode,
+        filters=search.filters,
+        weight=policy.time_weight,
+        now=asked.now,
+    )
+    if window is None:
         return ranked
-    within = replace(search, filters=filters, size=counted.size, timings={})
-    pool = _signals(within, started=started, text=text, words=counted.words)
-    in_range = _ranked(
-        pool, mode=search.mode, policy=search.policy, threshold=threshold, explain=explain
-    )
-    return time_fused(
-        ranked, in_range, window=window, weight=search.policy.time_weight, explain=explain
-    )
+    with _timed(search.timings, "time"):
+        filters = range_filters(search.filters, window)
+        counted = filtered_count(project=search.project, filters=filters, text=asked.text)
+        if not counted.size:
+            return ranked
+        within = replace(search, filters=filters, size=counted.size, timings={})
+        pool = _signals(within, started=asked.started, text=asked.text, words=counted.words)
+        in_range = _ranked(
+            pool, mode=search.mode, policy=policy, threshold=asked.threshold, explain=asked.explain
+        )
+        return time_fused(
+            ranked, in_range, window=window, weight=policy.time_weight, explain=asked.explain
+        )
 
 
 def search_extend(
