@@ -106,6 +106,20 @@ def in_locked_batches(queryset: QuerySet[Memory], apply: Callable[[list[Memory]]
     return done
 
 
+# the memory's fields shown, never edited, in the form's sections of these names
+WHO_AND_WHERE = ("project", "end_user", "room", "agent", "document_id", "chunk_index")
+EMBEDDING_AND_USE = (
+    "embedding_status",
+    "embedded_at",
+    "importance_score",
+    "access_count",
+    "accessed_at",
+    "content_hash",
+    "is_unique",
+)
+IDENTITY_AND_TIMES = ("public_id", "id", "created_at", "updated_at")
+
+
 @admin.register(Memory)
 class MemoryAdmin(LargeTableAdmin):
     list_display = [
@@ -148,47 +162,17 @@ class MemoryAdmin(LargeTableAdmin):
         ("Structured", {"fields": ["content_json", "metadata", "source_ids"]}),
         (
             "Who and where",
-            {"fields": ["project", "end_user", "room", "agent", "document_id", "chunk_index"]},
+            {"fields": WHO_AND_WHERE},
         ),
         (
             "Embedding and use",
-            {
-                "fields": [
-                    "embedding_status",
-                    "embedded_at",
-                    "importance_score",
-                    "access_count",
-                    "accessed_at",
-                    "content_hash",
-                    "is_unique",
-                ]
-            },
+            {"fields": EMBEDDING_AND_USE},
         ),
-        ("Identity and times", {"fields": ["public_id", "id", "created_at", "updated_at"]}),
+        ("Identity and times", {"fields": IDENTITY_AND_TIMES}),
         ("History", {"fields": ["history"]}),
     ]
     # what memory_update may change is editable; the rest is shown
-    readonly_fields = [
-        "kind",
-        "project",
-        "end_user",
-        "room",
-        "agent",
-        "document_id",
-        "chunk_index",
-        "embedding_status",
-        "embedded_at",
-        "importance_score",
-        "access_count",
-        "accessed_at",
-        "content_hash",
-        "is_unique",
-        "public_id",
-        "id",
-        "created_at",
-        "updated_at",
-        "history",
-    ]
+    readonly_fields = ["kind", *WHO_AND_WHERE, *EMBEDDING_AND_USE, *IDENTITY_AND_TIMES, "history"]
     inlines = [EmbeddingInline]
     actions = ["re_embed", "archive", "pin", "unpin", "export_json"]
 

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memories.models import ApiKey, Memory, Project, SettingsRevision
+from memories.models import ApiKey, Memory, ParkedTask, Project, SettingsRevision
 from memories.services import workers
 from memories.services.workers import worker_heartbeat
 from tests.console.operators import operator_client
@@ -154,6 +154,38 @@ def test_the_workers_card_is_polled_and_served_alone(owner, editor, stuck_worker
     part = editor.get(f"{url}?part=health", HTTP_HX_REQUEST="true").content.decode()
     assert part.lstrip().startswith('<section class="card worker-health"')
     assert f"runs <code>{FACTS}</code>" in part and "Added per day" not in part
+
+
+def test_the_overview_shows_the_projects_parked_tasks_and_links_to_their_retry(
+    owner, outsider, editor
+):
+    def park(project, task, key, reason=ParkedTask.Reason.TIME_LIMIT):
+        ParkedTask.objects.create(
+            task=task,
+            input_kind="message",
+            input_ids=[key],
+            input_key=key,
+            args=[[key]],
+            attempts=3,
+            reason=reason,
+            project=project,
+        )
+
+    url = project_url(owner.project)
+    assert "None: no task failed on the same input too often." in editor.get(url).content.decode()
+    park(owner.project, FACTS, "m1")
+    park(owner.project, FACTS, "m2", ParkedTask.Reason.WORKER_LOST)
+    park(owner.project, "synopsis.tasks.room_summarize_task", "r1")
+    park(outsider.project, FACTS, "theirs")  # another tenant's: not counted here
+    ParkedTask.objects.filter(input_key="m2").update(status=ParkedTask.Status.RETRIED)
+    html = editor.get(url).content.decode()
+    card = html[html.index('id="parked-tasks"') :]
+    card = card[: card.index("</section>")]
+    assert '<p class="figure warn">2</p>' in card
+    assert f"<dt><code>{FACTS}</code></dt><dd>1</dd>" in card
+    assert "<dt><code>synopsis.tasks.room_summarize_task</code></dt><dd>1</dd>" in card
+    assert "/admin/memories/parkedtask/?status__exact=parked" in card
+    assert "theirs" not in html
 
 
 def test_the_overview_says_when_redis_is_down(owner, editor, settings, tmp_path):

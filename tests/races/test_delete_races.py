@@ -265,13 +265,7 @@ def race(control: Any, owner: Any, task: str, kind: str, order: Any) -> str:
     scene = scene_set(task, kind)
     outcome = order(control, scene, kind)
     assert left_behind(kind, victim_of(scene, kind)) == {}
-    if task == "facts":
-        # the fact worker's late write fails at COMMIT (its FactExtraction names the
-        # deleted message) until synopsis/services/facts.py drops it: see
-        # test_a_late_fact_is_dropped_without_an_error
-        assert outcome == "succeeded" or "IntegrityError" in outcome, outcome
-    else:
-        assert outcome == "succeeded", outcome
+    assert outcome == "succeeded", outcome
     worker_carries_on(owner)
     return outcome
 

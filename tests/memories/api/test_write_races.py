@@ -195,15 +195,15 @@ def test_a_batch_meeting_two_writers_one_after_the_other_returns_their_memories(
     assert MemoryRevision.objects.count() == 2
 
 
-def test_a_concurrent_write_of_the_id_with_another_text_is_a_409_naming_it(owner):
-    memory_id = uuid.uuid4()
+def written_meanwhile(owner: Any, memory_id: uuid.UUID, path: str, body: Any) -> Any:
+    """The response to ``body`` posted at ``path`` while another writer holds its own
+    row of ``memory_id`` uncommitted; that writer commits once the post waits for it."""
     held = Held(owner, memory_id)
     responses: list[Any] = []
 
     def post() -> None:
         try:
-            body = {"id": str(memory_id), "content": "another text"}
-            responses.append(client_of(owner).post(MEMORIES, body))
+            responses.append(client_of(owner).post(path, body, format="json"))
         finally:
             connection.close()
 
@@ -213,6 +213,13 @@ def test_a_concurrent_write_of_the_id_with_another_text_is_a_409_naming_it(owner
     held.commit()
     thread.join(timeout=30)
     [response] = responses
+    return response
+
+
+def test_a_concurrent_write_of_the_id_with_another_text_is_a_409_naming_it(owner):
+    memory_id = uuid.uuid4()
+    body = {"id": str(memory_id), "content": "another text"}
+    response = written_meanwhile(owner, memory_id, MEMORIES, body)
     assert response.status_code == 409, response.content
     assert str(memory_id) in response.json()["id"][0]
     assert Memory.objects.count() == 1
@@ -238,3 +245,32 @@ def test_identical_requests_with_one_idempotency_key_at_once_write_once(owner):
     assert sum(r.get("Idempotent-Replayed") == "true" for r in responses) == 4
     assert len({json.dumps(r.json(), sort_keys=True) for r in responses}) == 1
     assert Memory.objects.count() == 1
+
+
+def test_a_concurrent_batch_with_the_id_and_another_text_is_a_409_naming_it(owner):
+    memory_id, other = uuid.uuid4(), uuid.uuid4()
+    items = [
+        {"id": str(other), "content": text(str(other)), "user": "alice"},
+        {"id": str(memory_id), "content": "another text", "user": "alice"},
+    ]
+    response = written_meanwhile(owner, memory_id, BATCH, {"memories": items})
+    assert response.status_code == 409, response.content
+    assert str(memory_id) in response.json()["id"][0]
+    assert list(Memory.objects.values_list("pk", "content")) == [
+        (memory_id, text(str(memory_id)))
+    ]  # the batch wrote nothing, not even its other memory
+
+
+def test_a_concurrent_import_of_the_id_with_another_text_leaves_the_stored_one(owner):
+    """An import skips the ids the project has (importing a file twice writes nothing
+    the second time), also when the other writer commits while the import waits."""
+    memory_id, other = uuid.uuid4(), uuid.uuid4()
+    document = import_document([str(other)])
+    document["memories"].append({"id": str(memory_id), "user": "alice", "content": "another"})
+    response = written_meanwhile(owner, memory_id, IMPORT, document)
+    assert response.status_code in (200, 201), response.content
+    assert response.json()["memories"] == {"created": 1, "skipped": 1}
+    assert dict(Memory.objects.values_list("pk", "content")) == {
+        memory_id: text(str(memory_id)),
+        other: text(str(other)),
+    }
