@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bulk import BulkLoader  # noqa: E402
 from bench.client import Api, encode, percentile  # noqa: E402
 from bench.corpus import USERS, corpus_load, query_stream  # noqa: E402
+from bench.phases import sql_value  # noqa: E402
 from bench.stack import REPO, Hub, free_port, hub_env, scratch_reset  # noqa: E402
 from bench.worker_pools import models_copy  # noqa: E402
 
@@ -53,9 +54,7 @@ def sources_write(api: Api, db: psycopg.Connection, args: argparse.Namespace) ->
     started = time.monotonic()
     for start in range(0, len(messages), BATCH):
         api.post("/api/v1/memories/batch/", encode({"memories": messages[start : start + BATCH]}))
-    while db.execute(
-        "SELECT count(*) FROM memories_memory WHERE embedding_status = 'pending'"
-    ).fetchone()[0]:  # type: ignore[index]
+    while sql_value(db, "SELECT count(*) FROM memories_memory WHERE embedding_status = 'pending'"):
         time.sleep(0.5)
         if time.monotonic() - started > 1800:
             raise RuntimeError("the sources were not embedded within 30 minutes")

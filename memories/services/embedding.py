@@ -136,14 +136,14 @@ def embedding_process_batch(
 
 
 def _providers_made(
-    spaces: dict[int, list[EmbeddingSpace]], provider: EmbeddingProvider | None
+    spaces: list[EmbeddingSpace], provider: EmbeddingProvider | None
 ) -> tuple[dict[int, EmbeddingProvider], dict[int, EmbeddingError]]:
     """Each space's provider (or ``provider``) by space id, made and loaded here, and
     the error of each space whose model could not be (not configured, not installed,
     broken)."""
     providers: dict[int, EmbeddingProvider] = {}
     failed: dict[int, EmbeddingError] = {}
-    for space in {s.pk: s for found in spaces.values() for s in found}.values():
+    for space in spaces:
         try:
             providers[space.pk] = provider or space_provider(space)
             providers[space.pk].windows("")
@@ -165,7 +165,8 @@ def _spaces_fill(
     from (those of a space whose model failed stay pending, and that space is paused:
     _claimable; a switch's target that failed is left to its job). Raises the model's
     EmbeddingError when no memory could be embedded."""
-    providers, failed = _providers_made(spaces, provider)
+    distinct = list({s.pk: s for found in spaces.values() for s in found}.values())
+    providers, failed = _providers_made(distinct, provider)
     claimed = [m for m in claimed if spaces[m.project_id][0].pk not in failed]
     windows = _windows_within(
         claimed,
@@ -174,7 +175,7 @@ def _spaces_fill(
     )
     claimed = claimed[: len(windows)]
     served = dict(zip([m.pk for m in claimed], windows, strict=True))
-    for target in {s.pk: s for found in spaces.values() for s in found}.values():
+    for target in distinct:
         if target.pk in failed:
             continue
         into = [m for m in claimed if target in spaces[m.project_id]]
