@@ -99,6 +99,10 @@ def _apps_table(llm: float) -> dict[str, TaskLimit]:
         "synopsis.tasks.facts_extract_sweep_task": _limit(FACTS_SLICE_SECONDS + llm + 60),
         # both parts of a user's synopsis: an LLM request each, or the templates
         "synopsis.tasks.synopsis_generate_task": _limit(max(120.0, 2 * llm + 60)),
+        # a query of every user's changed facts and summaries (an index probe per user
+        # and part: 0.5 s for 20,000 users of 10 each, measured on 2 cores) and one send
+        # per stale user, 200 a run
+        "synopsis.tasks.synopsis_refresh_sweep_task": _limit(300),
         # a slice of a document: parsing in a bounded child process (at most
         # INGESTION_PARSE_TIMEOUT_SECONDS), chunking and staging thousands of chunks, or
         # INGESTION_SLICE_SECONDS of embedding and one batch more

@@ -1,6 +1,7 @@
 """The Celery queues, the routes of the tasks that do not run on ``default`` and the
 beat's schedule (settings.py reads them: CELERY_TASK_QUEUES, CELERY_TASK_ROUTES,
-CELERY_BEAT_SCHEDULE). The intervals come from the environment (.env.example)."""
+CELERY_BEAT_SCHEDULE). The intervals (and the synopsis refresh's users a run) come from the
+environment (.env.example)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from celery.schedules import crontab
 from kombu import Queue
 
-from memoryhub.env import env_float
+from memoryhub.env import env_float, env_int
 
 
 def celery_queues_and_schedule() -> tuple[tuple[Queue, ...], dict[str, Any], dict[str, Any]]:
@@ -33,6 +34,7 @@ def celery_queues_and_schedule() -> tuple[tuple[Queue, ...], dict[str, Any], dic
         "synopsis.tasks.facts_extract_task": {"queue": "derived"},
         "synopsis.tasks.facts_extract_sweep_task": {"queue": "derived"},
         "synopsis.tasks.synopsis_generate_task": {"queue": "derived"},
+        "synopsis.tasks.synopsis_refresh_sweep_task": {"queue": "derived"},
     }
     return queues, routes, _beat_schedule()
 
@@ -44,14 +46,7 @@ def _beat_schedule() -> dict[str, Any]:
             "task": "memories.tasks.embedding_backfill_task",
             "schedule": env_float("EMBEDDING_BACKFILL_INTERVAL", 60.0),
         },
-        "summaries-sweep": {  # rooms over capacity that no write's signal queued
-            "task": "synopsis.tasks.room_summarize_sweep_task",
-            "schedule": env_float("SUMMARY_SWEEP_INTERVAL", 60.0),
-        },
-        "facts-sweep": {  # recent user messages that no write's signal had mined
-            "task": "synopsis.tasks.facts_extract_sweep_task",
-            "schedule": env_float("FACTS_SWEEP_INTERVAL", 300.0),
-        },
+        **_derived_schedule(),
         "working-memory-trim": {  # FIFO cap and expired ids of every room's working memory
             "task": "memories.tasks.working_memory_trim_task",
             "schedule": env_float("WORKING_MEMORY_FIFO_INTERVAL_MIN", 5.0) * 60,
@@ -83,5 +78,25 @@ def _beat_schedule() -> dict[str, Any]:
         "idempotency-keys-purge": {
             "task": "memories.tasks.idempotency_keys_purge_task",
             "schedule": crontab(minute=17),
+        },
+    }
+
+
+def _derived_schedule() -> dict[str, Any]:
+    """The derived memories' sweeps: summaries, facts and synopses no write or read
+    asked for."""
+    return {
+        "summaries-sweep": {  # rooms over capacity that no write's signal queued
+            "task": "synopsis.tasks.room_summarize_sweep_task",
+            "schedule": env_float("SUMMARY_SWEEP_INTERVAL", 60.0),
+        },
+        "facts-sweep": {  # recent user messages that no write's signal had mined
+            "task": "synopsis.tasks.facts_extract_sweep_task",
+            "schedule": env_float("FACTS_SWEEP_INTERVAL", 300.0),
+        },
+        "synopsis-refresh": {  # synopses older than a change of their facts or summaries
+            "task": "synopsis.tasks.synopsis_refresh_sweep_task",
+            "schedule": env_float("SYNOPSIS_REFRESH_INTERVAL", 600.0),
+            "kwargs": {"max_users": env_int("SYNOPSIS_REFRESH_MAX_USERS", 200)},
         },
     }

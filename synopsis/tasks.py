@@ -44,6 +44,7 @@ from synopsis.services.summaries import (
     room_summarize_enqueue,
 )
 from synopsis.services.synopses import SYNOPSIS_GENERATE_TASK, synopsis_generate
+from synopsis.services.synopsis_sweep import MAX_USERS, synopsis_refresh_sweep
 
 logger = logging.getLogger(__name__)
 # a synopsis whose regeneration was interrupted is served as it is for this long
@@ -197,3 +198,13 @@ def synopsis_generate_task(  # type: ignore[no-untyped-def]
             synopsis_refresh_deferred(end_user_id=end_user_id, parts=parts, seconds=countdown)
             raise self.retry(exc=exc, countdown=countdown) from exc
         raise
+
+
+@shared_task(**task_options("synopsis.tasks.synopsis_refresh_sweep_task"), acks_late=True)
+def synopsis_refresh_sweep_task(max_users: int = MAX_USERS) -> int:
+    """Queue the regeneration of the synopses whose facts or summaries changed since
+    they were generated, the longest-stale first, at most ``max_users`` users a run (the
+    next run takes the rest; synopsis/services/synopsis_sweep.py)."""
+    with maintenance_run(task="synopsis_refresh") as run:
+        run.counts = synopsis_refresh_sweep(max_users=max_users)
+    return run.counts["queued"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# how many turns of ``messages`` make the query (deer-flow's memory design)
+# how many user turns of ``messages`` make the query, with the assistant's final replies
+# among them (deer-flow's memory design)
 QUERY_TURNS = 3
 # the longest query made of them: what a query given as such may be (the API's limit,
 # memories/api/context.py). Longer, PostgreSQL's to_tsvector of it in the keyword search
@@ -46,19 +47,34 @@ def messages_check(messages: Any) -> list[dict[str, Any]]:
 
 
 def query_from_messages(messages: list[dict[str, Any]]) -> str:
-    """The query of a conversation: its last QUERY_TURNS user messages and final
-    assistant replies, oldest first; tool messages and assistant messages that call
-    tools are skipped (they are steps, not what the conversation is about). Of a longer
-    text than QUERY_MAX_CHARS, its end (the latest words), from the first whole word."""
+    """The query of a conversation: its last QUERY_TURNS user turns and the final
+    assistant replies among them (after the first of those turns), oldest first; tool
+    messages and assistant messages that call tools are skipped (they are steps, not
+    what the conversation is about), as deer-flow's memory middleware does. Counting
+    user turns, not messages, keeps what the user said two turns ago when every turn
+    has its reply. Of a longer text than QUERY_MAX_CHARS, its end (the latest words),
+    from the first whole word."""
     turns: list[str] = []
+    user_turns = length = 0
     for message in reversed(messages):
-        role, content = message.get("role"), (message.get("content") or "").strip()
-        final = role == "user" or (role == "assistant" and not message.get("tool_calls"))
-        if final and content:
-            turns.append(content)
-        if len(turns) == QUERY_TURNS:
+        content = _said(message)
+        if not content:
+            continue
+        turns.append(content)
+        length += len(content) + 1
+        user_turns += message.get("role") == "user"
+        # earlier turns cannot reach the tail: the "+ 1" keeps the character _tail reads
+        if user_turns == QUERY_TURNS or length > QUERY_MAX_CHARS + 1:
             break
     return _tail("\n".join(reversed(turns)), QUERY_MAX_CHARS)
+
+
+def _said(message: dict[str, Any]) -> str:
+    """What a user turn or a final assistant reply says; "" for anything else (tool
+    results, an assistant's tool-calling steps, system messages)."""
+    role = message.get("role")
+    final = role == "user" or (role == "assistant" and not message.get("tool_calls"))
+    return (message.get("content") or "").strip() if final else ""
 
 
 def _tail(text: str, limit: int) -> str:

@@ -109,6 +109,19 @@ def test_messages_make_the_query_from_the_last_turns(owner):
     assert body["query"] == "Tell me about my cat"
 
 
+def test_messages_make_the_query_from_the_last_three_user_turns(owner):
+    write(owner, {"kind": "fact", "content": "User codes in Python."})
+    messages = [
+        {"role": "user", "content": "I'm working on a Python project"},
+        {"role": "assistant", "content": "What kind of project?"},
+        {"role": "user", "content": "It uses FastAPI and SQLAlchemy"},
+        {"role": "assistant", "content": "A solid stack."},
+        {"role": "user", "content": "How do I write tests?"},
+    ]
+    body = context(owner, messages=messages)
+    assert body["query"].split("\n") == [m["content"] for m in messages]
+
+
 def test_without_the_model_the_context_still_answers_and_says_so(owner, monkeypatch):
     turns(owner, ["I adopted a cat named Miso.", "Lovely!"])
 

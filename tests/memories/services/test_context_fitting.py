@@ -15,7 +15,6 @@ from memories.services.context.fitting import (
     fit,
     sections_fill,
 )
-from memories.services.context.query import query_from_messages
 from memories.services.context.sources import Candidate
 
 WORDS = st.text(
@@ -85,19 +84,3 @@ def test_a_memory_or_its_text_appears_once_in_its_most_valuable_section():
     kept, duplicates = deduplicate(items)
     assert [(c.section, c.key) for c in kept] == [("facts", "f1"), ("history", "m1")]
     assert {(c.section, c.key) for c in duplicates} == {("retrieved", "m1"), ("retrieved", "m2")}
-
-
-def test_the_query_is_the_last_three_turns_skipping_tool_steps():
-    messages = [
-        {"role": "user", "content": "first question"},
-        {"role": "assistant", "content": "first answer"},
-        {"role": "user", "content": "what is the weather in Lisbon?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"name": "weather"}]},
-        {"role": "tool", "content": "24C sunny"},
-        {"role": "assistant", "content": "Checking...", "tool_calls": [{"name": "forecast"}]},
-        {"role": "tool", "content": "rain tomorrow"},
-        {"role": "assistant", "content": "It is sunny, rain tomorrow."},
-    ]
-    assert query_from_messages(messages) == (
-        "first answer\nwhat is the weather in Lisbon?\nIt is sunny, rain tomorrow."
-    )
