@@ -240,12 +240,13 @@ def user_forget(request: ConsoleRequest, user_id: int) -> HttpResponse:
     with transaction.atomic():
         # counted in the deleting transaction: the report says exactly what went
         summary = user_summary_get(project=project, end_user=end_user)
-        deleted = end_user_delete(end_user=end_user, actor=_actor(request)) if confirmed else 0
+        receipt = end_user_delete(end_user=end_user, actor=_actor(request)) if confirmed else None
     context = _context(
         request,
         end_user,
         summary=summary,
-        deleted=deleted,
+        deleted=receipt.counts["memories"] if receipt else 0,
+        erased=receipt.as_dict() if receipt else {},
         done=confirmed,
         unconfirmed=request.method == "POST" and not confirmed,
     )

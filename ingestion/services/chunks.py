@@ -7,9 +7,10 @@ import uuid
 from typing import Any
 
 from ingestion.models import Document
-from memories.models import Memory, MemoryQuerySet, MemoryRevision
+from memories.models import Memory, MemoryQuerySet
+from memories.services.erasure import memories_erase
 from memories.services.memories import MemoryInput
-from memories.services.revisions import Actor, revisions_record
+from memories.services.revisions import Actor
 
 # chunk ids are uuid5(this, "document/version/index"): a retried run writes the same ids,
 # which memory_create_batch recognises, so it never stores a chunk twice
@@ -64,17 +65,13 @@ def chunk_input(
 
 
 def chunks_delete(*, chunks: MemoryQuerySet, actor: Actor) -> int:
-    """Delete these chunks and their vectors (Embedding rows cascade), recording a
-    `delete` revision of each, in the caller's transaction; returns the count."""
-    rows = list(chunks.order_by("pk").select_for_update())
+    """Erase these chunks and their vectors in the caller's transaction
+    (memories.services.erasure: each recorded as deleted, no revision keeps their
+    words); returns the count."""
+    rows = list(chunks.order_by("pk").select_for_update().values_list("pk", "project_id"))
     if not rows:
         return 0
-    revisions_record(
-        memories=rows,
-        action=MemoryRevision.Action.DELETE,
-        actor=actor,
-        with_before=True,
-        with_after=False,
+    receipt = memories_erase(
+        project_id=rows[0][1], ids=[pk for pk, _ in rows], actor=actor, reason="document"
     )
-    Memory.objects.filter(pk__in=[row.pk for row in rows]).delete()
-    return len(rows)
+    return receipt.counts["memories"]

@@ -40,13 +40,13 @@ from memories.models import (
     keyword_document_sql,
 )
 from memories.services.embedding import embedding_enqueue
+from memories.services.erasure import memories_erase
 from memories.services.memories import (
     UPDATABLE_FIELDS,
     memories_status_change,
     memory_delete,
     memory_update,
 )
-from memories.services.revisions import revisions_record
 
 BATCH = 500  # memories an action locks and commits at a time
 HISTORY_SHOWN = 50  # revisions on a memory's page (all of them: the revision list)
@@ -267,21 +267,20 @@ class MemoryAdmin(LargeTableAdmin):
         return deletion_summary(objs, self.model._meta, also={"embedding windows": vectors})
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Memory]) -> None:
-        """As memories_delete does: each memory's last state recorded, then the rows
-        deleted, a batch at a time (a selection of the whole list stays a few queries
-        per BATCH memories)."""
+        """As memories_delete does: erased (memories.services.erasure), a locked batch
+        at a time (a selection of the whole list stays a few queries per BATCH
+        memories)."""
         actor = actor_of(request)
 
         def delete(memories: list[Memory]) -> int:
-            revisions_record(
-                memories=memories,
-                action="delete",
-                actor=actor,
-                with_before=True,
-                with_after=False,
-            )
-            Memory.objects.filter(pk__in=[memory.pk for memory in memories]).delete()
-            return len(memories)
+            erased = 0
+            for project_id in sorted({memory.project_id for memory in memories}):
+                ids = [memory.pk for memory in memories if memory.project_id == project_id]
+                receipt = memories_erase(
+                    project_id=project_id, ids=ids, actor=actor, reason="admin delete"
+                )
+                erased += receipt.counts["memories"]
+            return erased
 
         in_locked_batches(queryset, delete)
 

@@ -28,7 +28,7 @@ from memories.models import (
     SettingsRevision,
 )
 from memories.services.configuration import project_settings_get, project_settings_update
-from memories.services.projects import api_key_create, api_key_revoke
+from memories.services.projects import api_key_create, api_key_revoke, project_delete
 from memories.services.revisions import Actor
 from memories.services.users import end_user_delete, end_user_update, room_delete, room_update
 
@@ -108,6 +108,14 @@ class ProjectAdmin(admin.ModelAdmin):
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         """Django's, and a switch of the embedding model (memories/admin/embedding.py)."""
         return {**super().get_actions(request), **switch_actions()}
+
+    def delete_model(self, request: HttpRequest, obj: Project) -> None:
+        """Through the service: the memories locked first, Redis cleared after."""
+        project_delete(project=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        for project in queryset:
+            project_delete(project=project)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, ...]:
         also = {

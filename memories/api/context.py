@@ -24,6 +24,16 @@ MIN_TOKENS, MAX_TOKENS = 100, 200_000
 class ContextInputSerializer(serializers.Serializer):
     user = external_id_field(help_text="The end user's external id.")
     room = external_id_field(required=False, help_text="The room whose conversation it is.")
+    agent = external_id_field(
+        required=False,
+        help_text="Retrieve only the user's memories of this agent (its external id; "
+        "ElizaOS agentId). The project's shared documents, of no agent, still come.",
+    )
+    world = external_id_field(
+        required=False,
+        help_text="Retrieve only the user's memories in the rooms of this world (world_id; "
+        "ElizaOS worldId). The project's shared documents, of no room, still come.",
+    )
     query = serializers.CharField(
         required=False, max_length=10_000, help_text="What the agent is about to answer."
     )
@@ -199,6 +209,8 @@ class ContextView(APIView):
         result = context_build(
             end_user=end_user,
             room=room,
+            agent=params.get("agent"),
+            world=params.get("world"),
             query=(params.get("query") or "").strip() or None,
             messages=params.get("messages"),
             max_tokens=params.get("max_tokens"),

@@ -23,7 +23,7 @@ from memories.api.pagination import (
 )
 from memories.api.schema import FIELD_ERRORS_REF
 from memories.api.scoping import actor_of, idempotent, memory_get, parse_uuid, project_of
-from memories.models import EndUser, Memory, MemoryQuerySet, MemoryRevision, Room
+from memories.models import Agent, EndUser, Memory, MemoryQuerySet, MemoryRevision, Room
 from memories.services.memories import (
     MemoryInput,
     memories_delete,
@@ -47,6 +47,14 @@ FILTER_PARAMETERS = [
     OpenApiParameter("start", datetime, description="created_at >= start"),
     OpenApiParameter("end", datetime, description="created_at < end"),
 ]
+# a list's and a count's: the bulk delete takes neither
+SELECT_PARAMETERS = [
+    *FILTER_PARAMETERS,
+    OpenApiParameter("agent", str, description="Agent external id (ElizaOS agentId)"),
+    OpenApiParameter(
+        "world", str, description="The world_id of the memory's room (ElizaOS worldId)"
+    ),
+]
 
 
 # list filters on the structured kinds' content_json (memories/structured.py)
@@ -67,7 +75,8 @@ def _query_params(
 
 
 def _filtered(request: Request, params: dict[str, Any]) -> Any:
-    """The caller's memories matching the filter parameters (none for an unknown user/room)."""
+    """The caller's memories matching the filter parameters (none for an unknown user,
+    room, agent or world). A memory's world is its room's ``world_id``."""
     project = project_of(request)
     memories = Memory.objects.for_project(project)
     if "user" in params:
@@ -76,6 +85,13 @@ def _filtered(request: Request, params: dict[str, Any]) -> Any:
     if "room" in params:
         rooms = Room.objects.for_project(project).by_external_id(params["room"])
         memories = memories.filter(room__in=rooms)
+    if "agent" in params:
+        agents = Agent.objects.filter(project=project, external_id=params["agent"])
+        memories = memories.filter(agent__in=agents)
+    if "world" in params:
+        memories = memories.filter(
+            room__in=Room.objects.for_project(project).filter(world_id=params["world"])
+        )
     if params.get("kind"):
         memories = memories.of_kind(*params["kind"])
     if params.get("status"):
@@ -113,7 +129,7 @@ def _input(data: dict[str, Any]) -> MemoryInput:
 class MemoryListView(APIView):
     @extend_schema(
         parameters=[
-            *FILTER_PARAMETERS,
+            *SELECT_PARAMETERS,
             PageQuerySerializer,
             OpenApiParameter("order", str, enum=["desc", "asc"], description="By created_at"),
         ],
@@ -142,11 +158,13 @@ class MemoryListView(APIView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        """Store one memory. Returns at once; embedding happens in a worker."""
-        data = s.MemoryInputSerializer(data=request.data)
+        """Store one memory. Returns at once; embedding happens in a worker (none with
+        the memory's own `embedding`)."""
+        project = project_of(request)
+        data = s.MemoryInputSerializer(data=request.data, context={"project": project})
         data.is_valid(raise_exception=True)
         [(memory, created)] = memory_create_batch(
-            project=project_of(request),
+            project=project,
             items=[_input(data.validated_data)],
             actor=actor_of(request),
         )
@@ -161,7 +179,17 @@ class MemoryListView(APIView):
         responses={200: s.DeletedOutputSerializer},
     )
     def delete(self, request: Request) -> Response:
-        """Delete all memories of a room, a user and/or kinds (at least one filter)."""
+        """Erase all memories of a room, a user and/or kinds (at least one filter); a
+        parameter that is not one of its filters (`agent`, `world`, a typo) is a 400:
+        ignored, it would widen the delete."""
+        unknown = sorted(set(request.query_params) - set(s.MemoryFilterSerializer().fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    name: ["Not a filter of the bulk delete; nothing was deleted."]
+                    for name in unknown
+                }
+            )
         params = _query_params(request, s.MemoryFilterSerializer)
         if not any(params.get(name) for name in ("user", "room", "kind")):
             raise serializers.ValidationError(
@@ -176,12 +204,12 @@ class MemoryListView(APIView):
         if "user" in params:
             end_user = EndUser.objects.for_project(project).by_external_id(params["user"]).first()
             if end_user is None:
-                return Response({"deleted": 0})
+                return Response({"deleted": 0, "erased": {}})
         if "room" in params:
             room = Room.objects.for_project(project).by_external_id(params["room"]).first()
             if room is None:
-                return Response({"deleted": 0})
-        deleted = memories_delete(
+                return Response({"deleted": 0, "erased": {}})
+        receipt = memories_delete(
             project=project,
             actor=actor_of(request),
             end_user=end_user,
@@ -191,7 +219,7 @@ class MemoryListView(APIView):
             start=params.get("start"),
             end=params.get("end"),
         )
-        return Response({"deleted": deleted})
+        return Response(s.receipt_body(receipt))
 
 
 @extend_schema(tags=["memories"])
@@ -203,10 +231,11 @@ class MemoryBatchView(APIView):
     @idempotent
     def post(self, request: Request) -> Response:
         """Store up to MEMORYHUB_MAX_BATCH_SIZE memories in one transaction (all or nothing)."""
-        data = s.MemoryBatchInputSerializer(data=request.data)
+        project = project_of(request)
+        data = s.MemoryBatchInputSerializer(data=request.data, context={"project": project})
         data.is_valid(raise_exception=True)
         results = memory_create_batch(
-            project=project_of(request),
+            project=project,
             items=[_input(item) for item in data.validated_data["memories"]],
             actor=actor_of(request),
         )
@@ -223,10 +252,10 @@ class MemoryBatchView(APIView):
 
 @extend_schema(tags=["memories"])
 class MemoryCountView(APIView):
-    @extend_schema(parameters=FILTER_PARAMETERS, responses=s.CountOutputSerializer)
+    @extend_schema(parameters=SELECT_PARAMETERS, responses=s.CountOutputSerializer)
     def get(self, request: Request) -> Response:
         """How many memories match the filters (active ones unless a status is given)."""
-        params = _query_params(request, s.MemoryFilterSerializer)
+        params = _query_params(request, s.MemoryCountQuerySerializer)
         memories = _filtered(request, params)
         if not params.get("status"):
             memories = memories.active()

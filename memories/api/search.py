@@ -69,8 +69,11 @@ def search_payload(result: SearchResult, explain: bool) -> dict[str, Any]:
 
 def _filters(project: Project, params: dict[str, Any]) -> SearchFilters | None:
     """The request's filters, users and rooms as row ids; None when it names a user or
-    room the project does not have."""
+    room the project does not have (an unknown agent or world matches nothing in the
+    statement itself: filters.py)."""
     filters = SearchFilters(
+        agent=params.get("agent"),
+        world=params.get("world"),
         kinds=params.get("kind", []),
         statuses=params.get("status") or [Memory.Status.ACTIVE],
         metadata=params.get("metadata"),

@@ -32,6 +32,12 @@ class SearchInputSerializer(serializers.Serializer):
     )
     user = external_id_field(required=False)
     room = external_id_field(required=False)
+    agent = external_id_field(
+        required=False, help_text="Only the memories of this agent (its external id)."
+    )
+    world = external_id_field(
+        required=False, help_text="Only the memories of the rooms of this world (world_id)."
+    )
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=Memory.Kind.choices), required=False
     )

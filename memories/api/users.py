@@ -21,7 +21,7 @@ from memories.api.scoping import (
     project_of,
     room_get,
 )
-from memories.api.serializers import DeletedOutputSerializer
+from memories.api.serializers import DeletedOutputSerializer, receipt_body
 from memories.api.validators import id_validate
 from memories.config import SettingsError
 from memories.models import EndUser, EndUserQuerySet, Room, RoomQuerySet
@@ -103,10 +103,13 @@ class EndUserDetailView(APIView):
 
     @extend_schema(responses={200: DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
-        """Delete the user and all its memories (each deletion is recorded)."""
+        """Erase the user: its memories, documents, synopsis, the working memory of the
+        rooms it wrote in, and the words of every revision (each keeps a SHA-256 of its
+        text); what derives from its memories alone goes too. Answers with the
+        erasure receipt: the counts per table."""
         user = end_user_get(request, external_id)
-        deleted = end_user_delete(end_user=user, actor=actor_of(request))
-        return Response({"deleted": deleted})
+        receipt = end_user_delete(end_user=user, actor=actor_of(request))
+        return Response(receipt_body(receipt))
 
 
 @extend_schema(tags=["rooms"])
@@ -170,6 +173,8 @@ class RoomDetailView(APIView):
 
     @extend_schema(responses={200: DeletedOutputSerializer})
     def delete(self, request: Request, external_id: str) -> Response:
-        """Delete the room and all its memories (each deletion is recorded)."""
+        """Erase the room: its memories and working memory, the words of their
+        revisions (each keeps a SHA-256), what derives from them alone. Answers with
+        the erasure receipt."""
         room = room_get(request, external_id)
-        return Response({"deleted": room_delete(room=room, actor=actor_of(request))})
+        return Response(receipt_body(room_delete(room=room, actor=actor_of(request))))

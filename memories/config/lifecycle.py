@@ -142,3 +142,11 @@ class PruningSettings:
         minimum=0.0,
         maximum=36500.0,
     )
+    revision_retention_days: float = setting(
+        0.0,
+        "Memory revisions (the history's before/after) older than this many days are "
+        "deleted by the purge, those of erased memories (a hash, no words) included; "
+        "0 keeps them for ever.",
+        minimum=0.0,
+        maximum=36500.0,
+    )

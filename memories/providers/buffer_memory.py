@@ -1,6 +1,12 @@
 """MUXI's buffer memory, standalone: a FIFO of recent items searched by
 ``(1 - recency_bias) x semantic + recency_bias x recency`` with FAISS.
 
+``semantic`` is the cosine similarity (an inner product of unit vectors) and ``recency``
+1 for the newest item, falling linearly to 0 for the oldest. MUXI's text writes
+``1/(1+L2)`` and ``1 - idx/len``; read literally, with ``idx`` counted from the oldest,
+that ranks the oldest message first, which a buffer of recent messages cannot mean. Kept
+as the intent (issue 42); tests/memories/providers/test_buffer_memory.py pins it.
+
 Importable without a database or Django (numpy and faiss only), so the server, the
 benchmarks and an agent process can all hold one. ``max_size`` is the window an agent
 reads (``recent()``); ``max_size x buffer_multiplier`` is what the buffer keeps and

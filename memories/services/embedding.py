@@ -26,7 +26,7 @@ from django.db import connection, connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memories.models import Embedding, EmbeddingSpace, Memory, Project
+from memories.models import EmbeddingSpace, Memory, Project
 from memories.providers.embeddings import (
     EmbeddingError,
     EmbeddingProvider,
@@ -41,6 +41,7 @@ from memories.services.embedding_spaces import (
     memory_spaces,
     space_provider,
 )
+from memories.services.embedding_store import embeddings_replace
 
 logger = logging.getLogger(__name__)
 QUEUED_FLAG = "memoryhub:embedding:queued"
@@ -251,56 +252,6 @@ def _windows_within(
             break
         windows.append(spans)
     return windows
-
-
-def embeddings_replace(
-    *,
-    memories: list[Memory],
-    windows: list[list[tuple[int, int]]],
-    space: EmbeddingSpace,
-    provider: EmbeddingProvider,
-) -> None:
-    """Store the vectors of each memory's ``windows`` in ``space``, replacing whatever
-    it had there, in the caller's transaction: a reader sees the old windows or the
-    new, never a mix. A text the space already holds complete (same content hash, same
-    number of windows) is copied, not embedded again."""
-    wanted = {m.content_hash: spans for m, spans in zip(memories, windows, strict=True)}
-    vectors = _cached_windows(space, wanted)
-    missing = {
-        digest: [m.content[a:b] for a, b in spans]
-        for m, spans in zip(memories, windows, strict=True)
-        if (digest := m.content_hash) not in vectors
-    }
-    if missing:
-        embedded = iter(provider.embed([text for texts in missing.values() for text in texts]))
-        vectors |= {digest: [next(embedded) for _ in texts] for digest, texts in missing.items()}
-    now = timezone.now()
-    Embedding.objects.filter(space=space, memory__in=[m.pk for m in memories]).delete()
-    Embedding.objects.bulk_create(
-        Embedding(memory_id=m.pk, space=space, window=n, vector=vector, created_at=now)
-        for m in memories
-        for n, vector in enumerate(vectors[m.content_hash])
-    )
-
-
-def _cached_windows(
-    space: EmbeddingSpace, wanted: dict[str, list[tuple[int, int]]]
-) -> dict[str, list[Any]]:
-    """The vectors of each wanted text some memory of the space already has, window by
-    window, from a memory holding as many windows as wanted."""
-    rows = (
-        Embedding.objects.filter(space=space, memory__content_hash__in=list(wanted))
-        .order_by("memory_id", "window")
-        .values_list("memory__content_hash", "memory_id", "vector")
-    )
-    by_memory: dict[tuple[str, Any], list[Any]] = {}
-    for digest, memory_id, vector in rows:
-        by_memory.setdefault((digest, memory_id), []).append(vector)
-    return {
-        digest: found
-        for (digest, _), found in by_memory.items()
-        if len(found) == len(wanted[digest])
-    }
 
 
 def embedding_run(  # type: ignore[no-untyped-def]

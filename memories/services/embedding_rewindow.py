@@ -11,8 +11,8 @@ from django.db import transaction
 from django.db.models import Count
 
 from memories.models import Embedding, Memory
-from memories.services.embedding import embeddings_replace
 from memories.services.embedding_spaces import memory_spaces, space_provider
+from memories.services.embedding_store import embeddings_replace
 
 
 def embedding_rewindow(  # type: ignore[no-untyped-def]

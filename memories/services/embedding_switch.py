@@ -43,7 +43,6 @@ from memories.models import Embedding, EmbeddingSpace, EmbeddingSwitch, Memory, 
 from memories.providers.embeddings import EmbeddingError
 from memories.providers.model_files import LOCAL_MODELS, ModelNotInstalled, model_folder
 from memories.providers.task_sending import TaskNotSent, task_send
-from memories.services.embedding import embeddings_replace
 from memories.services.embedding_spaces import (
     ModelChoice,
     choice_of,
@@ -53,6 +52,7 @@ from memories.services.embedding_spaces import (
     project_space_read,
     space_provider,
 )
+from memories.services.embedding_store import embeddings_replace
 from memories.services.revisions import Actor
 
 logger = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def _batch_embed(
             (missing if after is None else missing.filter(pk__gt=after))
             .order_by("pk")
             .select_for_update(skip_locked=True, of=("self",))
-            .only("id", "content", "content_hash")[:size]
+            .only("id", "project", "content", "content_hash")[:size]
         )
         if not batch:
             return None

@@ -1,7 +1,8 @@
 """Writing memories: create (single, batch, `unique`), update, delete, bulk delete.
 
 Every write commits with embedding status ``pending`` and asks a worker to embed
-after the commit; nothing here waits on a model.
+after the commit; nothing here waits on a model. A memory created with its own vector
+(client_vectors.py) commits embedded instead.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from memories.models import (
@@ -25,6 +26,7 @@ from memories.models import (
     Room,
     content_hash,
 )
+from memories.services.client_vectors import client_vectors_mark
 from memories.services.concurrency import (
     conflict_retried,
     deadlock_retried,
@@ -32,6 +34,7 @@ from memories.services.concurrency import (
     owners_share_lock,
 )
 from memories.services.embedding import embedding_enqueue
+from memories.services.erasure import ErasureReceipt, memories_erase
 from memories.services.exports import chunked
 from memories.services.matching import stored_or_new
 from memories.services.revisions import Actor, revision_build
@@ -60,6 +63,7 @@ class MemoryInput:
     status: str = Memory.Status.ACTIVE
     document_id: uuid.UUID | None = None  # a knowledge chunk's document and position in it
     chunk_index: int | None = None
+    embedding: list[float] | None = None  # the client's own vector (client_vectors.py)
 
 
 def _external_ids_resolve(
@@ -125,7 +129,9 @@ def memory_create_batch(
     created=False; a client id the project uses for a different text is a
     MemoryConflict. Client ids are public ids (Memory), scoped to the project. The
     created ones are finished by memories_stored: a ``create`` revision each, then,
-    after the commit, the embedding task and memories_created.
+    after the commit, the embedding task and memories_created. A created item with its
+    own ``embedding`` is stored with that vector and embedded (client_vectors.py): no
+    embedding task for it; a retried one keeps the vector it was stored with.
 
     Concurrent writes of the same ids or `unique` texts (a single create, a batch, an
     import) end the same way: the one that commits second is tried again until it sees
@@ -150,9 +156,16 @@ def _memory_create_batch(
     built = [_build(project, item, rows) for item in items]
     results = stored_or_new(project=project, built=built)
     new = [memory for memory, created in results if created]
+    given = [
+        (memory, item.embedding)
+        for (memory, created), item in zip(results, items, strict=True)
+        if created and item.embedding is not None
+    ]
+    vectors = client_vectors_mark(project=project, given=given)
     # inserted in pk order: two batches taking the same ids wait for each other in one
     # order, never each for the other (a deadlock)
     Memory.objects.bulk_create(sorted(new, key=lambda memory: memory.pk))
+    Embedding.objects.bulk_create(vectors)
     memories_stored(project=project, memories=new, actor=actor)
     return results
 
@@ -255,8 +268,9 @@ def memory_supersede(*, memory: Memory, successor: Memory, actor: Actor) -> Memo
 
 
 def memory_delete(*, memory: Memory, actor: Actor) -> bool:
-    """Delete one memory, keeping its last state in a revision; False if it was gone
-    already (deleted meanwhile). Waits for a worker that holds it (an embedding batch,
+    """Erase one memory (memories.services.erasure: its revisions keep no words, what
+    derives from it alone goes with it); False if it was gone already (deleted
+    meanwhile). Waits for a worker that holds it (an embedding batch,
     a summary archiving it): its vectors are then deleted with it."""
     return deadlock_retried(lambda: _memory_delete(memory, actor))
 
@@ -267,21 +281,8 @@ def _memory_delete(memory: Memory, actor: Actor) -> bool:
     locked = Memory.objects.select_for_update(of=("self",)).filter(pk=memory.pk).first()
     if locked is None:
         return False
-    revision_build(
-        memory=locked, action="delete", actor=actor, before=locked.snapshot(), after=None
-    ).save()
-    locked.delete()
+    memories_erase(project_id=locked.project_id, ids=[locked.pk], actor=actor, reason="delete")
     return True
-
-
-# a revision's `before` of each memory, built in SQL: one statement for many memories
-_DELETE_REVISIONS_SQL = """
-    INSERT INTO memories_memoryrevision
-        (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
-         after, created_at)
-    SELECT project_id, id, public_id, 'delete', %s, %s, jsonb_build_object({}), NULL, %s
-    FROM memories_memory WHERE id = ANY(%s)
-""".format(", ".join(f"'{name}', {name}" for name in Memory.SNAPSHOT_FIELDS))
 
 
 def memories_delete(
@@ -294,8 +295,10 @@ def memories_delete(
     status: str | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
-) -> int:
-    """Delete every memory of a user, room and/or kind, recording each; returns the count.
+) -> ErasureReceipt:
+    """Erase every memory of a user, room and/or kind (memories.services.erasure), each
+    recorded; returns the receipt (``counts["memories"]``: every memory erased, those
+    derived from them included).
 
     ``status``, ``start`` (created_at >= start) and ``end`` (created_at < end) narrow it.
     The memories are locked first (concurrency.memories_lock: after any worker holding
@@ -317,18 +320,14 @@ def memories_delete(
 
 def _memories_delete(
     project: Project, memories: MemoryQuerySet, end_user: EndUser | None, actor: Actor
-) -> int:
+) -> ErasureReceipt:
+    receipt = ErasureReceipt()
     if not owners_share_lock(project_id=project.pk):  # the lock order: concurrency.py
-        return 0
+        return receipt
     if end_user is not None:
         # as the fact workers do before they lock the user's facts (in their own order)
         EndUser.objects.select_for_update(no_key=True).filter(pk=end_user.pk).first()
-    deleted = 0
+    reason = "user delete" if end_user is not None else "delete"
     for ids in chunked(memories_lock(memories)):
-        with connection.cursor() as cursor:
-            # the app's clock, as for every other revision: the database's now() is the
-            # transaction's start on another host's clock and can sort a delete first
-            cursor.execute(_DELETE_REVISIONS_SQL, [actor.type, actor.name, timezone.now(), ids])
-        _, per_model = Memory.objects.filter(pk__in=ids).delete()
-        deleted += per_model.get(Memory._meta.label, 0)
-    return deleted
+        receipt.add(memories_erase(project_id=project.pk, ids=ids, actor=actor, reason=reason))
+    return receipt

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memories.models import ApiKey, Memory, Project
+from memories.models import ApiKey, EndUser, Memory, Project, Room
 from memories.providers.kept import Kept
 from memories.services.concurrency import deadlock_retried, memories_lock
+from memories.services.erasure_synopsis import synopsis_caches_drop
+from memories.services.working import WorkingMemoryUnavailable, working_clear
 
 KEY_PREFIX = "mh_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -30,8 +34,8 @@ def project_get_or_create(*, name: str) -> tuple[Project, bool]:
 
 
 def project_delete(*, project: Project) -> bool:
-    """Delete a project and everything it holds (its revisions too); False if it was
-    gone already.
+    """Delete a project and everything it holds (its revisions too), and after the
+    commit what it kept in Redis; False if it was gone already.
 
     The project's row is locked first, then its memories in primary-key order (the
     lock order: concurrency.py): a worker embedding, summarizing or ingesting for it has
@@ -46,8 +50,20 @@ def _project_delete(project: Project) -> bool:
     if locked is None:
         return False
     memories_lock(Memory.objects.for_project(locked))
+    users = list(EndUser.objects.filter(project=locked).values_list("pk", flat=True))
+    rooms = list(Room.objects.filter(project=locked).values_list("pk", flat=True))
     locked.delete()
+    transaction.on_commit(partial(_redis_forget, locked.pk, users, rooms))
     return True
+
+
+def _redis_forget(project_id: int, users: list[int], rooms: list[int]) -> None:
+    """What the project left in Redis: its users' cached synopses and its rooms'
+    working memory (Redis down: they expire, the trim clears rooms that are gone)."""
+    synopsis_caches_drop(users)
+    for room_id in rooms:
+        with contextlib.suppress(WorkingMemoryUnavailable):
+            working_clear(room=Room(pk=room_id, project_id=project_id))
 
 
 @transaction.atomic

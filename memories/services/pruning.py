@@ -22,6 +22,8 @@ from django.utils import timezone
 from memories.models import EndUser, MaintenanceRun, Memory, MemoryQuerySet, MemoryRevision, Project
 from memories.providers.task_sending import TaskNotSent, task_send
 from memories.services.configuration import project_settings_get
+from memories.services.erasure import memories_erase
+from memories.services.history_retention import revisions_due, revisions_purge
 from memories.services.maintenance import maintenance_run
 from memories.services.pruning_plan import POLICIES, PrunePlan, prune_plan, pruning_enabled
 from memories.services.revisions import Actor
@@ -102,6 +104,7 @@ def _prune(
         plan = prune_plan(project=project, end_user=end_user)
         pruned = _plan_apply(plan=plan, actor=actor, progress=progress)
         purged = pruned_purge(project=project, actor=actor, end_user=end_user) if purge else None
+        revisions = revisions_purge(project=project) if purge and end_user is None else None
     total = sum(len(ids) for ids in pruned.values())
     run.counts = {
         **{policy: len(ids) for policy, ids in pruned.items()},
@@ -110,6 +113,8 @@ def _prune(
     }
     if purged is not None:
         run.counts["purged"] = purged
+    if revisions is not None:
+        run.counts["revisions_purged"] = revisions
     run.details = {**run.details, **_ids_details(pruned)}
 
 
@@ -281,7 +286,7 @@ def pruned_purge(
             .values_list("pk", flat=True)
         )
         for chunk in _chunks(ids, PURGE_CHUNK):
-            _chunk_purge(ids=chunk, actor=actor)
+            _chunk_purge(project_id=project.pk, ids=chunk, actor=actor)
     return len(ids)
 
 
@@ -301,26 +306,17 @@ def _chunks(ids: list[uuid.UUID], size: int) -> Iterator[list[uuid.UUID]]:
         yield ids[start : start + size]
 
 
-def _chunk_purge(*, ids: list[uuid.UUID], actor: Actor) -> None:
-    """Record a ``delete`` revision of each memory (built in SQL, as memories_delete)
-    and delete them; Django's delete takes their vectors (and whatever else cascades)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {_REVISIONS}
-                (project_id, memory_id, memory_public_id, action, actor_type, actor, before,
-                 after, created_at)
-            SELECT project_id, id, public_id, 'delete', %s, %s, {_SNAPSHOT_SQL}, NULL, %s
-            FROM {_TABLE} WHERE id = ANY(%s::uuid[])
-            """,
-            [actor.type, actor.name, timezone.now(), ids],
-        )
-    Memory.objects.filter(pk__in=ids).only("pk").delete()
+def _chunk_purge(*, project_id: int, ids: list[uuid.UUID], actor: Actor) -> None:
+    """Erase these memories (memories.services.erasure: their revisions keep a SHA-256,
+    not the words), keeping the summaries and facts derived from them."""
+    memories_erase(
+        project_id=project_id, ids=ids, actor=actor, reason="pruning purge", with_derived=False
+    )
 
 
 def pruning_due(*, project: Project) -> bool:
-    """Whether beat has anything to do for the project: a policy on, or memories
-    pruned longer than the retention ago to purge."""
+    """Whether beat has anything to do for the project: a policy on, memories pruned
+    longer than the retention ago to purge, or revisions older than theirs."""
     if pruning_enabled(project_settings_get(project=project).pruning):
         return True
-    return _purgeable(project=project, end_user=None).exists()
+    return _purgeable(project=project, end_user=None).exists() or revisions_due(project=project)

@@ -47,21 +47,3 @@ def revision_build(
         before=before,
         after=after,
     )
-
-
-def revisions_record(
-    *, memories: list[Memory], action: str, actor: Actor, with_before: bool, with_after: bool
-) -> None:
-    """Record one revision per memory with a snapshot before and/or after the change."""
-    MemoryRevision.objects.bulk_create(
-        [
-            revision_build(
-                memory=memory,
-                action=action,
-                actor=actor,
-                before=memory.snapshot() if with_before else None,
-                after=memory.snapshot() if with_after else None,
-            )
-            for memory in memories
-        ]
-    )

@@ -9,9 +9,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from memories.models import Agent, EndUser, Project, Room
+from memories.models import Agent, EndUser, Memory, Project, Room, Synopsis
 from memories.providers.kept import Kept
 from memories.services.concurrency import deadlock_retried, owners_share_lock
+from memories.services.erasure import ErasureReceipt
+from memories.services.erasure_synopsis import synopsis_caches_drop
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
 from memories.services.working import WorkingMemoryUnavailable, working_clear
@@ -67,32 +69,57 @@ def end_user_update(*, end_user: EndUser, changes: dict[str, Any]) -> EndUser:
     return end_user
 
 
-def end_user_delete(*, end_user: EndUser, actor: Actor) -> int:
-    """Delete a user and all its memories (each recorded); returns the memory count.
+def end_user_delete(*, end_user: EndUser, actor: Actor) -> ErasureReceipt:
+    """Erase a user: its memories (memories.services.erasure), its documents, synopsis
+    and synopsis history, and after the commit the working memory of every room it
+    wrote in and its cached synopsis; returns the receipt (counts per table).
 
     The user's row is locked first (the lock order: concurrency.py): a worker writing
     beneath the user (a summary, a fact, a document's chunks) has committed by then, or
     waits and then finds the user gone; nothing of the user's is left behind. A user
-    deleted meanwhile: 0."""
+    deleted meanwhile: an empty receipt."""
     return deadlock_retried(lambda: _owner_delete(end_user, actor))
 
 
-def _owner_delete(row: EndUser | Room, actor: Actor) -> int:
-    """Delete a user or a room and its memories, its project held (FOR KEY SHARE) and
-    its row locked (FOR UPDATE) first; 0 if it is gone."""
+def _owner_delete(row: EndUser | Room, actor: Actor) -> ErasureReceipt:
+    """Erase a user or a room and its memories, its project held (FOR KEY SHARE) and
+    its row locked (FOR UPDATE) first; an empty receipt if it is gone."""
     if not owners_share_lock(project_id=row.project_id):
-        return 0
+        return ErasureReceipt()
     manager: Any = type(row).objects
     locked = manager.select_for_update().filter(pk=row.pk).first()
     if locked is None:
-        return 0
-    scope = {"room": locked} if isinstance(locked, Room) else {"end_user": locked}
-    count = memories_delete(project=row.project, actor=actor, **scope)
+        return ErasureReceipt()
     if isinstance(locked, Room):
-        gone = Room(pk=row.pk, project_id=row.project_id)
-        transaction.on_commit(partial(_working_clear, gone))
+        rooms = [locked.pk]
+        receipt = memories_delete(project=row.project, actor=actor, room=locked)
+        receipt.counts["rooms"] += 1
+    else:
+        rooms = _rooms_written(locked)
+        receipt = memories_delete(project=row.project, actor=actor, end_user=locked)
+        receipt.add(_user_rows(locked))
+    receipt.counts["working_memory_rooms"] += len(rooms)
+    transaction.on_commit(partial(_working_clear, row.project_id, rooms))
     locked.delete()
-    return count
+    return receipt
+
+
+def _rooms_written(end_user: EndUser) -> list[int]:
+    """The rooms the user wrote in: their working memory may hold its words."""
+    rows = Memory.objects.filter(project_id=end_user.project_id, end_user=end_user)
+    return sorted(set(rows.filter(room_id__isnull=False).values_list("room_id", flat=True)))
+
+
+def _user_rows(end_user: EndUser) -> ErasureReceipt:
+    """What the user's own delete takes beyond its memories (the foreign keys cascade),
+    counted for the receipt; its cached synopsis goes at commit."""
+    receipt = ErasureReceipt()
+    receipt.counts["users"] += 1
+    receipt.counts["documents"] += end_user.documents.count()
+    receipt.counts["synopses"] += Synopsis.objects.filter(end_user=end_user).count()
+    receipt.counts["synopsis_revisions"] += end_user.synopsis_revisions.count()
+    transaction.on_commit(partial(synopsis_caches_drop, [end_user.pk]))
+    return receipt
 
 
 def room_get_or_create(
@@ -129,14 +156,17 @@ def room_update(*, room: Room, changes: dict[str, Any]) -> Room:
     return room
 
 
-def room_delete(*, room: Room, actor: Actor) -> int:
-    """Delete a room and all its memories (each recorded), and after the commit its
-    working memory; returns the memory count. Locked first, as a user is
-    (end_user_delete); a room deleted meanwhile: 0."""
+def room_delete(*, room: Room, actor: Actor) -> ErasureReceipt:
+    """Erase a room and all its memories (memories.services.erasure), and after the
+    commit its working memory; returns the receipt. Locked first, as a user is
+    (end_user_delete); a room deleted meanwhile: an empty receipt."""
     return deadlock_retried(lambda: _owner_delete(room, actor))
 
 
-def _working_clear(room: Room) -> None:
-    # Redis down: the beat task clears the working memory of rooms that no longer exist
-    with contextlib.suppress(WorkingMemoryUnavailable):
-        working_clear(room=room)
+def _working_clear(project_id: int, room_ids: list[int]) -> None:
+    # a user's rooms lose their whole working memory (the room's scratchpad may hold the
+    # user's words); Redis down: the beat's trim clears rooms that no longer exist, the
+    # others' notes expire with their TTL (the README says so)
+    for room_id in room_ids:
+        with contextlib.suppress(WorkingMemoryUnavailable):
+            working_clear(room=Room(pk=room_id, project_id=project_id))

@@ -14,6 +14,7 @@ not superseded by it, and a fact they retracted is not extracted again.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,9 +112,16 @@ class HeldFacts:
         self.facts = [fact for fact in self.facts if fact.memory.pk != memory.pk]
 
 
+def words_sha256(text: str) -> str:
+    """The SHA-256 of the text's normalized words: what an erased revision keeps of a
+    retracted fact (memories.services.erasure writes it in SQL the same way)."""
+    return hashlib.sha256(normalized(text).encode()).hexdigest()
+
+
 def _retracted(message: Memory) -> set[str]:
-    """Normalized texts of the user's facts that an agent or operator deleted or took
-    out of service (superseded, pruned): the extractor does not bring them back."""
+    """The words_sha256 of the user's facts that an agent or operator deleted or took
+    out of service (superseded, pruned): the extractor does not bring them back. A
+    deleted fact's revision keeps only that hash (memories.services.erasure)."""
     revisions = MemoryRevision.objects.filter(
         project_id=message.project_id,
         action__in=["update", "delete", "supersede", "prune"],
@@ -125,7 +133,10 @@ def _retracted(message: Memory) -> set[str]:
         after = revision["after"]
         before: dict[str, Any] = revision["before"] or {}
         if revision["action"] == "delete" or (after and after.get("status") != "active"):
-            texts.add(normalized(str(before.get("content", ""))))
+            if "content" in before:
+                texts.add(words_sha256(str(before["content"])))
+            elif "words_sha256" in before:
+                texts.add(str(before["words_sha256"]))
     return texts
 
 
@@ -147,7 +158,7 @@ def fact_consolidate(
 ) -> Memory | None:
     """Join the draft (mined from ``message``) to the facts ``held``: reinforce,
     supersede or create; None when the draft is dropped. ``held`` follows the change."""
-    if normalized(draft.content) in held.retracted:
+    if words_sha256(draft.content) in held.retracted:
         return None
     same = held.duplicate(draft, vector, config.duplicate_similarity)
     if same is not None:

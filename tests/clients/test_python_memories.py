@@ -20,6 +20,7 @@ from memoryhub_client import (
 )
 
 from memories.models import Memory as StoredMemory
+from memories.providers.embeddings import get_provider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -185,3 +186,27 @@ def test_another_projects_memory_is_not_found(hub: MemoryHub, hub_for, outsider)
     with pytest.raises(NotFound):
         hub_for(outsider.raw_key).memories.delete(memory.id)
     assert hub.memories.get(memory.id).content == "mine"
+
+
+def test_own_vectors_and_the_agent_and_world_filters(hub: MemoryHub) -> None:
+    """A memory sent with its vector (a numpy array) is embedded at once: a vector search
+    finds it with no worker running; list, count, search and context take the agent and
+    the world (the world_id of the memory's room)."""
+    vectors = get_provider().embed(["Whiskers the cat naps", "Rex the dog barks"])
+    hub.rooms.create("den", world_id="home")
+    cat = hub.memories.add(
+        "Whiskers the cat naps", user="dana", agent="eliza", room="den", embedding=vectors[0]
+    ).memory
+    assert cat.embedding_status == "done"
+    [dog] = hub.memories.add_batch(
+        [{"content": "Rex the dog barks", "agent": "other", "embedding": vectors[1]}],
+        user="dana",
+    )
+    assert dog.memory.embedding_status == "done"
+    assert [m.content for m in hub.memories.list(agent="eliza")] == [cat.content]
+    assert hub.memories.count(world="home") == 1 and hub.memories.count(agent="nobody") == 0
+    found = hub.search(embedding=vectors[1], mode="vector", agent="eliza", world="home")
+    assert [hit.memory.id for hit in found.results] == [cat.id]
+    context = hub.context("pets", user="dana", agent="other")
+    [retrieved] = [s for s in context.sections if s.name == "retrieved"]
+    assert [item.id for item in retrieved.items] == [dog.memory.id]

@@ -185,6 +185,9 @@ def test_forget_this_user_says_what_goes_then_what_went(owner, editor, maria):
     assert not Memory.objects.filter(project=owner.project).exists()
     deletions = MemoryRevision.objects.filter(action="delete", actor_type="operator", actor="erin")
     assert deletions.count() == 3
+    # the receipt, and the history without the words
+    assert '<th scope="row">revisions_redacted</th><td>3</td>' in html
+    assert all("content" not in revision.before for revision in deletions)
 
 
 def test_history_and_restoring_a_version(owner, editor, maria, cat):

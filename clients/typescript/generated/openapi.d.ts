@@ -202,9 +202,16 @@ export interface paths {
         /** @description List memories newest first (or oldest first), with the total count and a cursor. */
         get: operations["v1_memories_list"];
         put?: never;
-        /** @description Store one memory. Returns at once; embedding happens in a worker. */
+        /**
+         * @description Store one memory. Returns at once; embedding happens in a worker (none with
+         *     the memory's own `embedding`).
+         */
         post: operations["v1_memories_create"];
-        /** @description Delete all memories of a room, a user and/or kinds (at least one filter). */
+        /**
+         * @description Erase all memories of a room, a user and/or kinds (at least one filter); a
+         *     parameter that is not one of its filters (`agent`, `world`, a typo) is a 400:
+         *     ignored, it would widen the delete.
+         */
         delete: operations["v1_memories_bulk_destroy"];
         options?: never;
         head?: never;
@@ -366,7 +373,11 @@ export interface paths {
         get: operations["v1_rooms_retrieve"];
         put?: never;
         post?: never;
-        /** @description Delete the room and all its memories (each deletion is recorded). */
+        /**
+         * @description Erase the room: its memories and working memory, the words of their
+         *     revisions (each keeps a SHA-256), what derives from them alone. Answers with
+         *     the erasure receipt.
+         */
         delete: operations["v1_rooms_destroy"];
         options?: never;
         head?: never;
@@ -607,7 +618,12 @@ export interface paths {
         get: operations["v1_users_retrieve"];
         put?: never;
         post?: never;
-        /** @description Delete the user and all its memories (each deletion is recorded). */
+        /**
+         * @description Erase the user: its memories, documents, synopsis, the working memory of the
+         *     rooms it wrote in, and the words of every revision (each keeps a SHA-256 of its
+         *     text); what derives from its memories alone goes too. Answers with the
+         *     erasure receipt: the counts per table.
+         */
         delete: operations["v1_users_destroy"];
         options?: never;
         head?: never;
@@ -840,6 +856,10 @@ export interface components {
             user: string;
             /** @description The room whose conversation it is. */
             room?: string;
+            /** @description Retrieve only the user's memories of this agent (its external id; ElizaOS agentId). The project's shared documents, of no agent, still come. */
+            agent?: string;
+            /** @description Retrieve only the user's memories in the rooms of this world (world_id; ElizaOS worldId). The project's shared documents, of no room, still come. */
+            world?: string;
             /** @description What the agent is about to answer. */
             query?: string;
             /** @description Instead of `query`: the conversation ([{role, content, tool_calls?}]); the query is its last 3 user messages and final assistant replies (tool messages and assistant messages that call tools are skipped). */
@@ -978,8 +998,12 @@ export interface components {
             existing: number;
         };
         DeletedOutput: {
-            /** @description How many memories were deleted. */
+            /** @description How many memories were erased, those derived from them alone included. */
             deleted: number;
+            /** @description The erasure receipt: what went, per table or kind (only counts above 0). memories (as `deleted`), of which facts and summaries erased because they derived from the others alone; embeddings; revisions_redacted (history rows that now keep a SHA-256 instead of the words); facts_unlinked (confirmed by a message that stays: kept, the erased source removed); messages_restored (a cut summary's turns back in the buffer); synopsis_parts_cleared, synopsis_revisions_redacted, idempotency_keys, parked_tasks, admin_log_entries; for a user: users, documents, synopses, synopsis_revisions, working_memory_rooms; for a room: rooms, working_memory_rooms. */
+            erased: {
+                [key: string]: number;
+            };
         };
         /** @description POST /documents/ as multipart/form-data: the file and the options as fields. */
         DocumentFileInputRequest: {
@@ -1571,6 +1595,7 @@ export interface components {
             created: boolean;
             memory: components["schemas"]["MemoryOutput"];
         };
+        /** @description One memory to write; context["project"]: the writer's (``embedding``'s dimension). */
         MemoryInputRequest: {
             /**
              * Format: uuid
@@ -1610,6 +1635,8 @@ export interface components {
              * @description When it happened (default: now).
              */
             created_at?: string;
+            /** @description The memory's own vector, made by the project's embedding model (GET /api/v1/embedding/ names it and its dimension): stored as given, and the memory is embedded at once (embedding_status done) with no worker (during a model switch, the switch's job embeds its text with the new model). Ignored when the write returns a memory already stored (the same `id`, or `unique` and the same text); null: none. */
+            embedding?: number[] | null;
         };
         MemoryOutput: {
             /**
@@ -1867,6 +1894,11 @@ export interface components {
              * @description Pruned memories are purged (deleted with their vectors) after this many days.
              */
             retention_days?: number | null;
+            /**
+             * Format: double
+             * @description Memory revisions (the history's before/after) older than this many days are deleted by the purge, those of erased memories (a hash, no words) included; 0 keeps them for ever.
+             */
+            revision_retention_days?: number | null;
         };
         PruningSettingsValues: {
             /** @description FIFO: keep at most this many active memories per user and kind, the oldest go. */
@@ -1895,6 +1927,11 @@ export interface components {
              * @description Pruned memories are purged (deleted with their vectors) after this many days.
              */
             retention_days: number;
+            /**
+             * Format: double
+             * @description Memory revisions (the history's before/after) older than this many days are deleted by the purge, those of erased memories (a hash, no words) included; 0 keeps them for ever.
+             */
+            revision_retention_days: number;
         };
         /**
          * @description * `user` - User
@@ -1967,6 +2004,10 @@ export interface components {
             mode?: components["schemas"]["SearchModeEnum"];
             user?: string;
             room?: string;
+            /** @description Only the memories of this agent (its external id). */
+            agent?: string;
+            /** @description Only the memories of the rooms of this world (world_id). */
+            world?: string;
             kind?: components["schemas"]["KindEnum"][];
             /** @description Only memories of these statuses (default: active). `archived` finds the messages a room's summaries condensed. */
             status?: components["schemas"]["StatusEnum"][];
@@ -3434,6 +3475,8 @@ export interface operations {
     v1_memories_list: {
         parameters: {
             query?: {
+                /** @description Agent external id (ElizaOS agentId) */
+                agent?: string;
                 /** @description Facts of this category */
                 category?: string;
                 /** @description The `next_cursor` of the previous page (opaque). */
@@ -3462,6 +3505,8 @@ export interface operations {
                 subject?: string;
                 /** @description End user external id */
                 user?: string;
+                /** @description The world_id of the memory's room (ElizaOS worldId) */
+                world?: string;
             };
             header?: never;
             path?: never;
@@ -4212,6 +4257,8 @@ export interface operations {
     v1_memories_count_retrieve: {
         parameters: {
             query?: {
+                /** @description Agent external id (ElizaOS agentId) */
+                agent?: string;
                 /** @description Facts of this category */
                 category?: string;
                 /** @description created_at < end */
@@ -4234,6 +4281,8 @@ export interface operations {
                 subject?: string;
                 /** @description End user external id */
                 user?: string;
+                /** @description The world_id of the memory's room (ElizaOS worldId) */
+                world?: string;
             };
             header?: never;
             path?: never;

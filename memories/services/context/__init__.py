@@ -96,6 +96,8 @@ class _Build:
     timings: dict[str, float]
     notes: list[str]
     now: datetime | None = None
+    agent: str | None = None  # the retrieved memories' agent and world (retrieved.py)
+    world: str | None = None
 
 
 def context_build(
@@ -103,6 +105,8 @@ def context_build(
     end_user: EndUser,
     room: Room | None = None,
     query: str | None = None,
+    agent: str | None = None,
+    world: str | None = None,
     messages: list[dict[str, Any]] | None = None,
     max_tokens: int | None = None,
     shares: dict[str, float] | None = None,
@@ -116,7 +120,8 @@ def context_build(
     turns of ``messages``), within ``max_tokens`` (default: the project's). Without
     ``record_access`` (the console's preview: an operator looking, not an agent using
     the memories) nothing is recorded: no accesses, no savings in the user's totals.
-    ``now``: what a time the query names ("last year") is read against (default: now)."""
+    ``now``: what a time the query names ("last year") is read against (default: now).
+    ``agent``, ``world``: only that agent's, that world's retrieved memories (retrieved.py)."""
     clock = time.perf_counter()
     config = project_settings_get(project=end_user.project)
     settings = config.context
@@ -128,18 +133,15 @@ def context_build(
         room=room,
         query=query,
         max_tokens=max_tokens,
-        budgets=budgets_split(
-            max_tokens,
-            history=settings.history_share,
-            retrieved=settings.retrieved_share,
-            shares=shares,
-        ),
+        budgets=_budgets(settings, max_tokens, shares),
         encoding=encoding or settings.encoding,
         buffer=room_settings_get(room=room).buffer if room is not None else config.buffer,
         weights=_weights(settings, similarity_weight, confidence_weight),
         timings={},
         notes=[],
         now=now,
+        agent=agent,
+        world=world,
     )
     # embedded on its thread while the synopsis and the facts are read
     started = _query_embedding_start(build.query, build.notes, build.end_user.project)
@@ -147,6 +149,18 @@ def context_build(
     result = _fitted(build, candidates, retrieved, record_access=record_access)
     build.timings["total"] = (time.perf_counter() - clock) * 1000
     return result
+
+
+def _budgets(
+    settings: ContextSettings, max_tokens: int, shares: dict[str, float] | None
+) -> dict[str, int]:
+    """Each section's tokens: the caller's shares, else the project's."""
+    return budgets_split(
+        max_tokens,
+        history=settings.history_share,
+        retrieved=settings.retrieved_share,
+        shares=shares,
+    )
 
 
 def _weights(
@@ -257,6 +271,8 @@ def _retrieval(
         room=room_left,
         encoding=build.encoding,
         now=build.now,
+        agent=build.agent,
+        world=build.world,
         # the turns the search may find again (facts are other kinds)
         taken=sum(c.section in ("history", "working") for c in candidates),
     )

@@ -99,17 +99,28 @@ def retrieved_candidates(
     taken: int,
     encoding: str,
     now: datetime | None = None,
+    agent: str | None = None,
+    world: str | None = None,
 ) -> Retrieval:
     """Older memories of the user (active or archived: a summarized turn is still the
     best evidence of itself) by the project's default search, as many as can fill
     ``room`` tokens beside ``taken`` items of other sections; keyword search alone
-    when the model is unavailable; a time the query names is read against ``now``."""
+    when the model is unavailable; a time the query names is read against ``now``.
+    ``agent`` and ``world`` (external ids, SearchFilters) narrow the user's memories;
+    the project's shared documents belong to no agent or room and are not narrowed."""
     if not query or room <= 0:
         return Retrieval([], "none", {})
     embedding = [float(x) for x in query_vector] if query_vector is not None else None
     searching = _Searching(end_user.project, query, embedding, space, now)
     k = retrieved_k(end_user=end_user, room=room, taken=taken)
-    result = _user_search(searching, end_user, k=k, room=room, taken=taken, encoding=encoding)
+    filters = SearchFilters(
+        end_user_id=end_user.pk,
+        agent=agent,
+        world=world,
+        kinds=RETRIEVED_KINDS,
+        statuses=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
+    )
+    result = _user_search(searching, filters, k=k, room=room, taken=taken, encoding=encoding)
     candidates = _retrieved(result, "search")
     _result_tokens_learn(end_user, candidates, encoding)
     timings = dict(result.timings_ms)
@@ -124,15 +135,11 @@ def retrieved_candidates(
 
 
 def _user_search(
-    searching: _Searching, end_user: EndUser, *, k: int, room: int, taken: int, encoding: str
+    searching: _Searching, filters: SearchFilters, *, k: int, room: int, taken: int, encoding: str
 ) -> SearchResult:
-    """The user's ``k`` best memories; when their lines are shorter than guessed and the
-    ranking holds more, read on in it until they fill ``room``."""
-    filters = SearchFilters(
-        end_user_id=end_user.pk,
-        kinds=RETRIEVED_KINDS,
-        statuses=[Memory.Status.ACTIVE, Memory.Status.ARCHIVED],
-    )
+    """The ``k`` best of the user's memories the filters allow; when their lines are
+    shorter than guessed and the ranking holds more, read on in it until they fill
+    ``room``."""
     result = searching.search(filters, k)
     lines = [turn_text(hit.memory) for hit in result.hits]
     if len(lines) == k < RETRIEVED_K_MAX and (used := _tokens(lines, encoding)) < room:

@@ -19,12 +19,32 @@ def id_array(ids: Iterable[uuid.UUID]) -> str:
     return "{" + ",".join(memory_id.hex for memory_id in ids) + "}"
 
 
+# the row of the agent and the rooms of the world a search names, within the project:
+# an uncorrelated subquery, run once per statement (an InitPlan), whatever the scan
+AGENT_SQL = (
+    "SELECT filter_agent.id FROM memories_agent filter_agent"
+    " WHERE filter_agent.project_id = %(filter_project)s"
+    " AND filter_agent.external_id = %(filter_agent)s"
+)
+WORLD_ROOMS_SQL = (
+    "SELECT filter_room.id FROM memories_room filter_room"
+    " WHERE filter_room.project_id = %(filter_project)s"
+    " AND filter_room.world_id = %(filter_world)s"
+)
+
+
 @dataclass
 class SearchFilters:
-    """Which memories a search may return; ids are internal row ids."""
+    """Which memories a search may return. Users and rooms by internal row id; the
+    agent and the world by the ids the agent platform gives them (ElizaOS ``agentId``,
+    ``worldId``), resolved in the statement itself: an agent or world the project does
+    not have matches nothing, and a room moved to another world is found in it at once
+    (a world is no row, only the ``world_id`` of rooms; a memory's world is its room's)."""
 
     end_user_id: int | None = None
     room_id: int | None = None
+    agent: str | None = None  # the agent's external id
+    world: str | None = None  # the world_id of the memory's room
     kinds: list[str] = field(default_factory=list)
     metadata: dict[str, Any] | None = None
     start: datetime | None = None
@@ -52,6 +72,12 @@ class SearchFilters:
         if self.room_id is not None:
             clauses.append(f"{alias}.room_id = %(filter_room)s")
             params["filter_room"] = self.room_id
+        if self.agent is not None:
+            clauses.append(f"{alias}.agent_id = ({AGENT_SQL})")
+            params["filter_agent"] = self.agent
+        if self.world is not None:
+            clauses.append(f"{alias}.room_id IN ({WORLD_ROOMS_SQL})")
+            params["filter_world"] = self.world
         if self.kinds:
             clauses.append(f"{alias}.kind = ANY(%(filter_kinds)s)")
             params["filter_kinds"] = self.kinds

@@ -1,5 +1,7 @@
 """Memories: update (re-embedded, before and after recorded), delete, bulk delete."""
 
+import hashlib
+
 import pytest
 
 from memories.models import (
@@ -10,6 +12,12 @@ from memories.models import (
     content_hash,
 )
 from tests.memories.api.memory_calls import MEMORIES, batch, create
+
+
+def sha(text):
+    """What an erased memory's revision keeps of its text."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
 
 # --- update ------------------------------------------------------------------------------
 
@@ -90,8 +98,11 @@ def test_delete_keeps_the_history(owner):
     assert history.status_code == 200
     revisions = history.json()["results"]
     assert [r["action"] for r in revisions] == ["delete", "update", "create"]
-    assert revisions[0]["before"]["content"] == "hello again"
-    assert revisions[0]["after"] is None
+    # erased: the text's SHA-256 is kept, not the text (nor that of the earlier ones)
+    assert "content" not in revisions[0]["before"]
+    assert revisions[0]["before"]["content_sha256"] == hashlib.sha256(b"hello again").hexdigest()
+    assert revisions[0]["after"] == {"erased": "delete"}
+    assert not any("hello" in str(r["before"]) + str(r["after"]) for r in revisions)
     assert all(r["actor"] == owner.key.prefix for r in revisions)
 
 
@@ -105,12 +116,12 @@ def test_bulk_delete_by_room_and_kind(owner):
     ids = [r["memory"]["id"] for r in batch(owner, items).json()["results"]]
     response = owner.client.delete(f"{MEMORIES}?room=r1&kind=message")
     assert response.status_code == 200
-    assert response.json() == {"deleted": 2}
+    assert response.json()["deleted"] == 2
     assert sorted(Memory.objects.values_list("content", flat=True)) == ["f1", "m3"]
     deleted = MemoryRevision.objects.filter(action="delete")
     assert {str(r.memory_id) for r in deleted} == set(ids[:2])
-    assert {r.before["content"] for r in deleted} == {"m1", "m2"}
-    assert owner.client.delete(f"{MEMORIES}?room=nowhere").json() == {"deleted": 0}
+    assert {r.before["content_sha256"] for r in deleted} == {sha("m1"), sha("m2")}
+    assert owner.client.delete(f"{MEMORIES}?room=nowhere").json()["deleted"] == 0
 
 
 def test_bulk_delete_honours_the_time_filter(owner):
@@ -120,9 +131,9 @@ def test_bulk_delete_honours_the_time_filter(owner):
     ]
     batch(owner, items)
     response = owner.client.delete(f"{MEMORIES}?room=r1&end=2024-01-01T00:00:00Z")
-    assert response.json() == {"deleted": 1}
+    assert response.json()["deleted"] == 1
     assert list(Memory.objects.values_list("content", flat=True)) == ["new"]
-    assert MemoryRevision.objects.get(action="delete").before["content"] == "old"
+    assert MemoryRevision.objects.get(action="delete").before["content_sha256"] == sha("old")
 
 
 def test_bulk_delete_honours_the_status_filter(owner):
@@ -132,7 +143,7 @@ def test_bulk_delete_honours_the_status_filter(owner):
     ]
     owner.client.patch(f"{MEMORIES}{ids[0]}/", {"status": "archived"})
     response = owner.client.delete(f"{MEMORIES}?room=r1&status=archived")
-    assert response.json() == {"deleted": 1}
+    assert response.json()["deleted"] == 1
     assert [str(pk) for pk in Memory.objects.values_list("pk", flat=True)] == [ids[1]]
 
 
@@ -143,3 +154,12 @@ def test_bulk_delete_without_a_scope_is_refused(owner, query):
     assert response.status_code == 400
     assert "room" in response.json()
     assert Memory.objects.count() == 1
+
+
+@pytest.mark.parametrize("extra", ["agent=a1", "world=w1", "romo=r2"])
+def test_bulk_delete_refuses_a_filter_it_does_not_take(owner, extra):
+    batch(owner, [{"room": "r1", "content": "m1"}, {"room": "r1", "content": "m2"}])
+    response = owner.client.delete(f"{MEMORIES}?room=r1&{extra}")
+    assert response.status_code == 400
+    assert extra.split("=")[0] in response.json()
+    assert Memory.objects.count() == 2

@@ -34,7 +34,7 @@ class TestAcrossTenants:
     def test_outsider_bulk_delete_deletes_nothing(self, outsider, secret):
         for query in ["room=r1", "user=alice", "kind=fact", "room=r1&user=alice&kind=fact"]:
             response = outsider.client.delete(f"{MEMORIES}?{query}")
-            assert response.json() == {"deleted": 0}
+            assert response.json()["deleted"] == 0
         assert Memory.objects.filter(pk=secret["id"]).exists()
         assert not MemoryRevision.objects.filter(action="delete").exists()
 
@@ -42,6 +42,6 @@ class TestAcrossTenants:
         theirs = create(outsider, user="alice", room="r1", kind="fact", content="theirs")
         assert outsider.client.get(MEMORIES, {"user": "alice"}).json()["count"] == 1
         assert owner.client.get(MEMORIES, {"user": "alice"}).json()["count"] == 1
-        assert outsider.client.delete(f"{MEMORIES}?room=r1").json() == {"deleted": 1}
+        assert outsider.client.delete(f"{MEMORIES}?room=r1").json()["deleted"] == 1
         assert Memory.objects.filter(pk=secret["id"]).exists()
         assert not Memory.objects.filter(pk=theirs["id"]).exists()

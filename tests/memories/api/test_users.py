@@ -76,7 +76,10 @@ def test_delete_removes_the_user_and_every_memory_with_a_revision_each(owner):
 
     response = owner.client.delete(f"{USERS}alice/")
     assert response.status_code == 200
-    assert response.json() == {"deleted": 3}
+    assert response.json() == {
+        "deleted": 3,
+        "erased": {"memories": 3, "revisions_redacted": 3, "users": 1},  # the creates'
+    }
     assert not EndUser.objects.filter(project=owner.project, external_id="alice").exists()
     assert not Memory.objects.filter(pk__in=alice_ids).exists()
     assert Memory.objects.filter(project=owner.project).count() == 1  # bob's is kept
@@ -85,8 +88,10 @@ def test_delete_removes_the_user_and_every_memory_with_a_revision_each(owner):
     assert {str(r.memory_id) for r in deletions} == alice_ids
     for revision in deletions:
         assert revision.actor == owner.key.prefix
-        assert revision.before["content"].startswith("alice said")
-        assert revision.after is None
+        said = Memory(content=revision.before.get("content", "")).content
+        assert said == ""  # erased: the text's SHA-256 only
+        assert len(revision.before["content_sha256"]) == 64
+        assert revision.after == {"erased": "user delete"}
     assert owner.client.get(f"{USERS}alice/").status_code == 404
 
 
@@ -156,6 +161,6 @@ class TestAcrossTenants:
             listed = client.get(USERS, {"external_id": "alice"}).json()
             assert [user["name"] for user in listed["results"]] == [name]
         # deleting the outsider's alice leaves the owner's alice and her memory alone
-        assert outsider.client.delete(f"{USERS}alice/").json() == {"deleted": 0}
+        assert outsider.client.delete(f"{USERS}alice/").json()["deleted"] == 0
         assert owner.client.get(f"{USERS}alice/").status_code == 200
         assert Memory.objects.filter(project=owner.project).count() == 1

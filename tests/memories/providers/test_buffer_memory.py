@@ -314,3 +314,24 @@ def test_the_module_imports_without_django():
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", script], cwd=root, check=True)
+
+
+def test_the_score_is_cosine_and_recency_from_the_newest_not_muxis_literal_text():
+    """MUXI's text writes semantic as 1/(1+L2) and recency as 1 - idx/len; read with idx
+    from the oldest, that ranks the oldest message first. The buffer keeps cosine
+    similarity and recency 1 for the newest (issue 42 agreed it is the intent)."""
+    memory = buffer(max_size=2, buffer_multiplier=2, model=WordsModel())
+    for text in ("alpha beta", "gamma delta", "alpha beta", "omega sigma"):
+        memory.add(text)
+    found = memory.search("alpha beta", limit=4, recency_bias=0.0)
+    semantic = {hit["content"]: round(hit["semantic"], 6) for hit in found}
+    assert semantic["alpha beta"] == 1.0
+    assert semantic["omega sigma"] == 0.0  # orthogonal: 1/(1+L2) would say 0.41
+    by_recency = memory.search("alpha beta", limit=4, recency_bias=1.0)
+    assert [hit["content"] for hit in by_recency] == [
+        "omega sigma",
+        "alpha beta",
+        "gamma delta",
+        "alpha beta",
+    ]
+    assert [hit["recency"] for hit in by_recency] == [1.0, 2 / 3, 1 / 3, 0.0]

@@ -4,6 +4,7 @@ the beat task (what each policy chooses: test_pruning_plan.py)."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 
 import pytest
@@ -254,9 +255,11 @@ def test_the_purge_deletes_only_memories_pruned_longer_than_the_retention_ago(ow
     assert Embedding.objects.count() == len(everything) - 1
     assert set(statuses(theirs).values()) == {"pruned", "active"}  # the other project's stay
     revision = MemoryRevision.objects.get(action="delete")
-    assert (revision.memory_id, revision.actor, revision.after) == (rows["old"].pk, "prune", None)
+    erased = {"erased": "pruning purge"}
+    assert (revision.memory_id, revision.actor, revision.after) == (rows["old"].pk, "prune", erased)
     assert revision.before["status"] == "pruned"
-    assert revision.before["content"] == rows["old"].content
+    said = hashlib.sha256(rows["old"].content.encode()).hexdigest()
+    assert (revision.before["content_sha256"], "content" in revision.before) == (said, False)
 
     assert pruned_purge(project=owner.project, actor=SYSTEM, retention_days=28) == 1
     assert statuses(rows)["recent"] is None

@@ -28,6 +28,7 @@ __all__ = [
     "query",
     "required",
     "segment",
+    "vector",
 ]
 
 API_PREFIX = "/api/v1/"
@@ -111,6 +112,11 @@ def jsonable(value: Any) -> Any:
 def body(**values: Any) -> dict[str, Any]:
     """A JSON body: None left out (the hub's default applies), times as text."""
     return {name: jsonable(value) for name, value in values.items() if value is not None}
+
+
+def vector(value: Iterable[float] | None) -> list[float] | None:
+    """A vector as a JSON list of floats (a numpy array's numbers are not JSON)."""
+    return None if value is None else [float(number) for number in value]
 
 
 def kinds(value: str | Iterable[str] | None) -> list[str] | None:

@@ -20,6 +20,7 @@ from memoryhub_client.endpoints.base import (
     kinds,
     query,
     segment,
+    vector,
 )
 from memoryhub_client.models import Memory, MemoryCreated, MemoryRevision, Page
 
@@ -52,10 +53,13 @@ def memory_add(
     unique: bool | None = None,
     created_at: datetime | str | None = None,
     id: str | None = None,
+    embedding: Sequence[float] | None = None,
 ) -> Call[MemoryCreated]:
     """Store one memory (``kind`` message, summary, fact, knowledge, relationship or
-    goal; default message). Returns at once; a worker embeds it. ``created`` is False
-    when the hub already had it (the same ``id``, or ``unique`` and the same text)."""
+    goal; default message). Returns at once; a worker embeds it, unless ``embedding``
+    gives its vector (by the project's model, of its dimension): then it is stored
+    embedded. ``created`` is False when the hub already had it (the same ``id``, or
+    ``unique`` and the same text)."""
     payload = body(
         content=content,
         user=user,
@@ -71,6 +75,7 @@ def memory_add(
         unique=unique,
         created_at=created_at,
         id=id,
+        embedding=vector(embedding),
     )
     return Call("POST", "memories/", as_model(MemoryCreated), json=payload)
 
@@ -82,11 +87,14 @@ def memory_add_batch(
     room: str | None = None,
 ) -> Call[list[MemoryCreated]]:
     """Store up to 1,000 memories in one transaction, all or nothing; each a dict of
-    ``add``'s fields. ``user``/``room`` fill the items that name none."""
+    ``add``'s fields (``embedding`` too). ``user``/``room`` fill the items that name none."""
     items = []
     for item in memories:
         defaults = {"user": user, "room": room}
-        items.append(jsonable({**{k: v for k, v in defaults.items() if v is not None}, **item}))
+        given = {**{k: v for k, v in defaults.items() if v is not None}, **item}
+        if given.get("embedding") is not None:
+            given["embedding"] = vector(given["embedding"])
+        items.append(jsonable(given))
     return Call(
         "POST", "memories/batch/", as_models(MemoryCreated, "results"), json={"memories": items}
     )
@@ -96,6 +104,8 @@ def memories_page(
     *,
     user: str | None = None,
     room: str | None = None,
+    agent: str | None = None,
+    world: str | None = None,
     kind: str | Sequence[str] | None = None,
     status: str | None = None,
     category: str | None = None,
@@ -110,10 +120,13 @@ def memories_page(
     cursor: str | None = None,
 ) -> Call[Page[Memory]]:
     """Memories matching the filters (active ones unless ``status`` is given), newest
-    first (``order="asc"``: oldest first); ``limit`` 1-500 a page."""
+    first (``order="asc"``: oldest first); ``limit`` 1-500 a page. ``agent``: an agent's
+    external id; ``world``: the world_id of the memories' rooms."""
     params = query(
         user=user,
         room=room,
+        agent=agent,
+        world=world,
         kind=kinds(kind),
         status=status,
         category=category,
@@ -134,6 +147,8 @@ def memories_count(
     *,
     user: str | None = None,
     room: str | None = None,
+    agent: str | None = None,
+    world: str | None = None,
     kind: str | Sequence[str] | None = None,
     status: str | None = None,
     category: str | None = None,
@@ -144,10 +159,13 @@ def memories_count(
     start: datetime | str | None = None,
     end: datetime | str | None = None,
 ) -> Call[int]:
-    """How many memories match the filters (active ones unless ``status`` is given)."""
+    """How many memories match the filters (active ones unless ``status`` is given);
+    ``agent`` and ``world`` as for ``memories_page``."""
     params = query(
         user=user,
         room=room,
+        agent=agent,
+        world=world,
         kind=kinds(kind),
         status=status,
         category=category,

@@ -15,6 +15,7 @@ from memoryhub_client.endpoints.base import (
     query,
     required,
     segment,
+    vector,
 )
 from memoryhub_client.models import (
     Context,
@@ -52,6 +53,8 @@ def search(
     mode: str | None = None,
     user: str | None = None,
     room: str | None = None,
+    agent: str | None = None,
+    world: str | None = None,
     kind: str | Sequence[str] | None = None,
     status: str | Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
@@ -64,13 +67,16 @@ def search(
 ) -> Call[SearchResult]:
     """The ``k`` best memories for ``query`` (and/or a raw ``embedding``) in ``mode``
     auto, vector, keyword or hybrid (default the project's); ``metadata`` is a
-    containment filter, ``threshold`` a minimum cosine similarity (0..1)."""
+    containment filter, ``threshold`` a minimum cosine similarity (0..1); ``agent`` an
+    agent's external id, ``world`` the world_id of the memories' rooms."""
     payload = body(
         query=query,
-        embedding=list(embedding) if embedding is not None else None,
+        embedding=vector(embedding),
         mode=mode,
         user=user,
         room=room,
+        agent=agent,
+        world=world,
         kind=kinds(kind),
         status=kinds(status),
         metadata=metadata,
@@ -89,6 +95,8 @@ def context_build(
     *,
     user: str | None = None,
     room: str | None = None,
+    agent: str | None = None,
+    world: str | None = None,
     messages: Sequence[Mapping[str, Any]] | None = None,
     max_tokens: int | None = None,
     budgets: Mapping[str, float] | None = None,
@@ -99,10 +107,13 @@ def context_build(
 ) -> Call[Context]:
     """What to put in the prompt for ``user`` (and ``room``) and a ``query`` or the
     conversation's ``messages``: synopsis, facts, working notes, history, retrieved
-    memories, within ``max_tokens`` (re-counted: ``total_tokens <= max_tokens``)."""
+    memories, within ``max_tokens`` (re-counted: ``total_tokens <= max_tokens``).
+    ``agent``/``world`` narrow the retrieved memories to an agent's, a world's rooms'."""
     payload = body(
         user=required(user, "user"),
         room=room,
+        agent=agent,
+        world=world,
         query=query,
         messages=list(messages) if messages is not None else None,
         max_tokens=max_tokens,
