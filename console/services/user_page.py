@@ -294,6 +294,7 @@ def memory_history_get(*, project: Project, memory: Memory) -> list[RevisionView
                 changes=revision_changes(revision.before, revision.after),
                 restorable=index > 0
                 and revision.after is not None
+                and "content" in revision.after  # an erased one keeps no words
                 and revisions[0].after is not None
                 and any(
                     revision.after.get(n) != revisions[0].after.get(n) for n in RESTORED_FIELDS

@@ -26,6 +26,7 @@ from memories.models import EndUser, Project
 from memories.providers.task_sending import TaskNotSent, task_send
 from memories.services.concurrency import owners_share_lock
 from memories.services.configuration import project_settings_get
+from memories.services.erasure import admin_log_erase
 from memories.services.revisions import Actor
 from memories.services.users import end_user_get_or_create
 
@@ -233,8 +234,8 @@ def document_reingest(
 
 @transaction.atomic
 def document_delete(*, document: Document, actor: Actor) -> int:
-    """Delete the document, its bytes, and every chunk with its vectors (each chunk's
-    deletion recorded as a revision); returns how many chunks went. A run of it still
+    """Delete the document, its bytes, and every chunk with its vectors (each chunk
+    erased: memories.services.erasure); returns how many chunks went. A run of it still
     going finds the document gone and stops. Its project and user are held first (the
     lock order of memories/services/concurrency.py), as the pipeline holds them."""
     if not owners_share_lock(project_id=document.project_id, end_user_id=document.end_user_id):
@@ -243,6 +244,7 @@ def document_delete(*, document: Document, actor: Actor) -> int:
     if locked is None:
         return 0
     deleted = chunks_delete(chunks=chunks_of(locked), actor=actor)
+    admin_log_erase("ingestion.document", [locked.pk])  # its title
     locked.delete()
     return deleted
 

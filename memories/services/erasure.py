@@ -16,7 +16,7 @@ their vectors it erases:
   sources. A summary covering an erased turn is erased with every later summary of
   its room's chain (each folds the one before in); the turns they covered return to
   the room's buffer and the summary before them becomes the chain's head again, so
-  the room is summarized anew without the erased turn (queued at commit);
+  the room is summarized anew without the erased turn (by the summary sweep);
 * **copies**: synopsis parts built from any of them are cleared (regenerated on
   demand or by the beat) and the user's synopsis revisions redacted; replayable
   responses (Idempotency-Key) that name one; parked tasks on one; the admin's log
@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from memories.models import (
@@ -56,8 +57,6 @@ logger = logging.getLogger(__name__)
 
 DERIVED_FROM_SOURCES = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
 EXPANSION_ROUNDS = 8  # what derives from what is at most a few steps deep
-# a replayable response names memories written by its request: none older than this
-IDEMPOTENCY_WINDOW = timedelta(days=2)
 ERASED_TEXT = "[erased]"
 
 _REVISIONS = MemoryRevision._meta.db_table
@@ -103,8 +102,17 @@ _DELETE_REVISIONS_SQL = f"""
             'end_user_id', end_user_id, 'room_id', room_id, 'pinned', pinned,
             'content_sha256', {_sha256_sql("content")},
             'words_sha256', {_words_sha256_sql("content")}),
-        jsonb_build_object('erased', %s::text), %s
+        CASE WHEN id = ANY(%s::uuid[])
+            THEN jsonb_build_object('erased', %s::text, 'derived', true)
+            ELSE jsonb_build_object('erased', %s::text) END, %s
     FROM {_MEMORIES} WHERE id = ANY(%s::uuid[])
+"""
+
+# a fact that stays loses the evidence sentence from its history too (see _around)
+_EVIDENCE_REDACT_SQL = f"""
+    UPDATE {_REVISIONS}
+    SET before = before #- '{{metadata,evidence}}', after = after #- '{{metadata,evidence}}'
+    WHERE project_id = %s AND memory_public_id = ANY(%s::uuid[])
 """
 
 _REDACT_SQL = f"""
@@ -138,7 +146,12 @@ class _Plan:
     unlinked: list[Memory] = field(default_factory=list)
     users: set[int] = field(default_factory=set)
     rooms_cut: set[int] = field(default_factory=set)
-    restored: list[Memory] = field(default_factory=list)
+    scope: Q | None = None
+
+    def nearby(self, project_id: int) -> Any:
+        """The project's memories this erasure may still erase, restore or unlink."""
+        rows = Memory.objects.filter(project_id=project_id).exclude(pk__in=self.pks)
+        return rows if self.scope is None else rows.exclude(self.scope)
 
 
 def memories_erase(
@@ -148,6 +161,7 @@ def memories_erase(
     actor: Actor,
     reason: str,
     with_derived: bool = True,
+    scope: Q | None = None,
 ) -> ErasureReceipt:
     """Erase these memories (locked by the caller, in its transaction) and everything
     the module says; ``reason`` (e.g. "user delete") goes into each delete revision.
@@ -155,18 +169,27 @@ def memories_erase(
     erased because they derived from the asked ones alone by kind ("facts",
     "summaries"). ``with_derived`` False keeps what derives from them (the pruning
     purge: a policy forgets the turns, and their summaries and facts are the condensed
-    memory meant to outlive them; they are pruned by their own policies)."""
+    memory meant to outlive them; they are pruned by their own policies). ``scope``: the
+    memories the caller erases in later calls of the same transaction (a user's, a
+    room's): left to those calls, never restored or unlinked here."""
     asked = list(ids)
     if not asked:
         return ErasureReceipt()
-    plan = _plan(project_id, asked, rounds=EXPANSION_ROUNDS if with_derived else 1)
+    plan = _plan(project_id, asked, EXPANSION_ROUNDS if with_derived else 1, scope)
     receipt = ErasureReceipt(Counter(plan.derived))
     pks, public = list(plan.pks), list(plan.public)
     with connection.cursor() as cursor:
         cursor.execute(_REDACT_SQL, [project_id, public])
         receipt.counts["revisions_redacted"] += cursor.rowcount
-        cursor.execute(_DELETE_REVISIONS_SQL, [actor.type, actor.name, reason, timezone.now(), pks])
+        derived = list(plan.pks - set(asked))
+        cursor.execute(
+            _DELETE_REVISIONS_SQL,
+            [actor.type, actor.name, derived, reason, reason, timezone.now(), pks],
+        )
     receipt.add(_around(project_id, plan, actor))
+    with connection.cursor() as cursor:  # after _around: its revisions lose it too
+        unlinked = [str(fact.public_id) for fact in plan.unlinked]
+        cursor.execute(_EVIDENCE_REDACT_SQL, [project_id, unlinked])
     receipt.add(_copies_erase(project_id, plan))
     _, per_model = Memory.objects.filter(pk__in=pks).delete()
     receipt.counts["memories"] += per_model.get(Memory._meta.label, 0)
@@ -177,9 +200,9 @@ def memories_erase(
     return receipt
 
 
-def _plan(project_id: int, asked: list[uuid.UUID], rounds: int) -> _Plan:
+def _plan(project_id: int, asked: list[uuid.UUID], rounds: int, scope: Q | None) -> _Plan:
     """The asked memories and, round by round, what derives from them (see module)."""
-    plan = _Plan()
+    plan = _Plan(scope=scope)
     frontier = asked
     for round_ in range(rounds):
         rows = list(
@@ -201,7 +224,7 @@ def _derived(project_id: int, plan: _Plan, rows: list[Any]) -> list[uuid.UUID]:
     covering an erased turn and their room's later ones; each locked."""
     users = {row["end_user_id"] for row in rows if row["end_user_id"] is not None}
     rooms = {row["room_id"] for row in rows if row["room_id"] is not None}
-    nearby = Memory.objects.filter(project_id=project_id).exclude(pk__in=plan.pks)
+    nearby = plan.nearby(project_id)
     touching = (
         nearby.filter(kind__in=[*DERIVED_FROM_SOURCES, Memory.Kind.SUMMARY])
         .filter(source_ids__has_any_keys=[str(row["public_id"]) for row in rows])
@@ -209,38 +232,47 @@ def _derived(project_id: int, plan: _Plan, rows: list[Any]) -> list[uuid.UUID]:
         .order_by("pk")
         .select_for_update(of=("self",))
     )
-    more: list[uuid.UUID] = []
+    more: dict[uuid.UUID, None] = {}
     for memory in touching:
+        if memory.pk in more:
+            continue  # a later summary of a chain already taken
         if memory.kind == Memory.Kind.SUMMARY:
-            more += _chain_from(nearby, memory, plan)
+            more |= dict.fromkeys(_chain_from(nearby, memory, plan, more))
         elif memory.kind in DERIVED_FROM_SOURCES:
             if set(memory.source_ids) <= plan.public:
                 plan.derived["facts"] += 1
-                more.append(memory.pk)
+                more[memory.pk] = None
             else:
                 plan.unlinked.append(memory)
-    return more
+    return list(more)
 
 
 def _owned(users: set[int], rooms: set[int]) -> Q:
     return Q(end_user_id__in=users) | Q(room_id__in=rooms)
 
 
-def _chain_from(nearby: Any, summary: Memory, plan: _Plan) -> list[uuid.UUID]:
-    """This summary and its room's later ones (erased), the messages they covered
-    that stay (back to the buffer) and the summary before them (the head again)."""
-    chain = list(
-        nearby.filter(
-            room_id=summary.room_id, kind=Memory.Kind.SUMMARY, created_at__gte=summary.created_at
+def _chain_from(
+    nearby: Any, summary: Memory, plan: _Plan, taken: dict[uuid.UUID, None]
+) -> list[uuid.UUID]:
+    """This summary and its room's later ones (erased; a summary of no room, only
+    itself), the messages they covered that stay (back to the buffer) and the summary
+    before them (the head again)."""
+    if summary.room_id is None:
+        chain = [summary]
+    else:
+        chain = list(
+            nearby.filter(
+                room_id=summary.room_id,
+                kind=Memory.Kind.SUMMARY,
+                created_at__gte=summary.created_at,
+            )
+            .order_by("pk")
+            .select_for_update(of=("self",))
         )
-        .order_by("pk")
-        .select_for_update(of=("self",))
-    )
-    fresh = [memory for memory in chain if memory.pk not in plan.pks]
-    plan.derived["summaries"] += len(fresh)
-    if summary.room_id is not None:
         plan.rooms_cut.add(summary.room_id)
-    return [memory.pk for memory in fresh]
+    fresh = [memory.pk for memory in chain if memory.pk not in taken]
+    plan.derived["summaries"] += len(fresh)
+    return fresh
 
 
 def _around(project_id: int, plan: _Plan, actor: Actor) -> ErasureReceipt:
@@ -253,7 +285,11 @@ def _around(project_id: int, plan: _Plan, actor: Actor) -> ErasureReceipt:
             continue
         before = fact.snapshot()
         fact.source_ids = [s for s in fact.source_ids if s not in plan.public]
-        fact.save(update_fields=["source_ids", "updated_at"])
+        # the sentence it was mined from may be the erased message's: it goes
+        fact.metadata = {k: v for k, v in fact.metadata.items() if k != "evidence"}
+        if fact.metadata.get("extracted_from") in plan.public:
+            fact.metadata["extracted_from"] = fact.source_ids[0]
+        fact.save(update_fields=["source_ids", "metadata", "updated_at"])
         revisions.append(_revision(fact, actor, before))
         receipt.counts["facts_unlinked"] += 1
     for room_id in plan.rooms_cut:
@@ -276,7 +312,7 @@ def _chain_mend(
     ).values_list("source_ids", "created_at")
     covered = {source for sources, _ in erased for source in sources} - plan.public
     first = min(created for _, created in erased)
-    room = Memory.objects.filter(project_id=project_id, room_id=room_id).exclude(pk__in=plan.pks)
+    room = plan.nearby(project_id).filter(room_id=room_id)
     back = list(
         room.filter(public_id__in=list(covered), status=Memory.Status.ARCHIVED)
         .order_by("pk")
@@ -288,7 +324,8 @@ def _chain_mend(
         .select_for_update(of=("self",))
         .first()
     )
-    mended = back + ([head] if head is not None and head.status != Memory.Status.ACTIVE else [])
+    superseded = head is not None and head.status == Memory.Status.SUPERSEDED
+    mended = back + ([head] if head is not None and superseded else [])
     revisions = []
     for memory in mended:
         before = memory.snapshot()
@@ -311,21 +348,26 @@ def _copies_erase(project_id: int, plan: _Plan) -> ErasureReceipt:
         project_id=project_id, input_ids__has_any_keys=[str(pk) for pk in plan.pks]
     )
     receipt.counts["parked_tasks"] += parked.delete()[0]
-    entries = LogEntry.objects.filter(
-        content_type=ContentType.objects.get_for_model(Memory),
-        object_id__in=[str(pk) for pk in plan.pks],
-    )
-    receipt.counts["admin_log_entries"] += entries.update(object_repr=ERASED_TEXT)
+    receipt.counts["admin_log_entries"] += admin_log_erase("memories.memory", plan.pks)
     return receipt
+
+
+def admin_log_erase(model: str, pks: Iterable[Any]) -> int:
+    """The admin's log lines about these rows (``app_label.model``) keep who, when and
+    what action, not the row's text (``object_repr``: a memory's first words, a user's
+    name, a document's title); returns how many."""
+    app_label, name = model.split(".")
+    kind = ContentType.objects.get_by_natural_key(app_label, name)
+    entries = LogEntry.objects.filter(content_type=kind, object_id__in=[str(pk) for pk in pks])
+    return entries.exclude(object_repr=ERASED_TEXT).update(object_repr=ERASED_TEXT)
 
 
 def _responses_forget(project_id: int, plan: _Plan) -> int:
     """Delete the replayable responses that name an erased memory: a retry with such a
-    key writes anew instead of replaying the erased words. Only keys written since
-    the oldest erased memory was (a response names what its request wrote) are read."""
-    oldest = Memory.objects.filter(pk__in=plan.pks).aggregate(first=Min("created_at"))["first"]
-    if oldest is None or oldest < timezone.now() - IDEMPOTENCY_WINDOW:
-        oldest = timezone.now() - IDEMPOTENCY_WINDOW
+    key writes anew instead of replaying the erased words. Every key still kept is read
+    (MEMORYHUB IDEMPOTENCY_KEY_TTL_HOURS, and the hourly purge's slack)."""
+    hours = settings.MEMORYHUB["IDEMPOTENCY_KEY_TTL_HOURS"] + 2
+    oldest = timezone.now() - timedelta(hours=hours)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -335,7 +377,7 @@ def _responses_forget(project_id: int, plan: _Plan) -> int:
                 JOIN unnest(%s::text[]) AS erased(id) ON erased.id = v.id #>> '{{}}'
                 WHERE k.project_id = %s AND k.created_at >= %s)
             """,
-            [list(plan.public), project_id, oldest - timedelta(minutes=5)],
+            [list(plan.public), project_id, oldest],
         )
         return cursor.rowcount
 

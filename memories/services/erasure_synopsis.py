@@ -20,12 +20,14 @@ logger = logging.getLogger(__name__)
 
 def synopses_clear(*, project_id: int, users: set[int], erased: set[str]) -> tuple[int, int]:
     """Clear each part of these ``users``' synopses built from one of the ``erased``
-    memories (public ids) and redact those users' synopsis revisions (an edit may have
-    kept its words); returns (parts cleared, revisions redacted). A cleared part is
-    missing: the next read or the beat's refresh generates it anew."""
+    memories (public ids) and redact those users' synopsis revisions, whichever part
+    they are of (an operator's edit may have kept the words without the sources);
+    returns (parts cleared, revisions redacted). A cleared part is missing: the next
+    read or the beat's refresh generates it anew."""
     parts = revisions = 0
     rows = Synopsis.objects.filter(project_id=project_id, end_user_id__in=users)
     for row in rows.order_by("pk").select_for_update():
+        revisions += _synopsis_revisions_redact(row)
         cleared = [p for p in PARTS if erased & set(row.part(p).source_ids)]
         if not cleared:
             continue
@@ -37,7 +39,6 @@ def synopses_clear(*, project_id: int, users: set[int], erased: set[str]) -> tup
         row.version += 1
         row.save(update_fields=[*columns, "version", "updated_at"])
         parts += len(cleared)
-        revisions += _synopsis_revisions_redact(row)
     return parts, revisions
 
 

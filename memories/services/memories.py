@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memories.models import (
@@ -328,6 +329,9 @@ def _memories_delete(
         # as the fact workers do before they lock the user's facts (in their own order)
         EndUser.objects.select_for_update(no_key=True).filter(pk=end_user.pk).first()
     reason = "user delete" if end_user is not None else "delete"
+    scope = Q(pk__in=memories.values("pk"))  # the later chunks': never restored or unlinked
     for ids in chunked(memories_lock(memories)):
-        receipt.add(memories_erase(project_id=project.pk, ids=ids, actor=actor, reason=reason))
+        receipt.add(
+            memories_erase(project_id=project.pk, ids=ids, actor=actor, reason=reason, scope=scope)
+        )
     return receipt

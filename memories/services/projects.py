@@ -17,7 +17,9 @@ from django.utils import timezone
 from memories.models import ApiKey, EndUser, Memory, Project, Room
 from memories.providers.kept import Kept
 from memories.services.concurrency import deadlock_retried, memories_lock
+from memories.services.erasure import admin_log_erase
 from memories.services.erasure_synopsis import synopsis_caches_drop
+from memories.services.exports import chunked
 from memories.services.working import WorkingMemoryUnavailable, working_clear
 
 KEY_PREFIX = "mh_"
@@ -49,9 +51,13 @@ def _project_delete(project: Project) -> bool:
     locked = Project.objects.select_for_update().filter(pk=project.pk).first()
     if locked is None:
         return False
-    memories_lock(Memory.objects.for_project(locked))
+    memories = memories_lock(Memory.objects.for_project(locked))
     users = list(EndUser.objects.filter(project=locked).values_list("pk", flat=True))
     rooms = list(Room.objects.filter(project=locked).values_list("pk", flat=True))
+    # the admin's log keeps who did what, not the words (its rows outlive the project)
+    for model, pks in (("memories.memory", memories), ("memories.enduser", users)):
+        for chunk in chunked(pks):
+            admin_log_erase(model, chunk)
     locked.delete()
     transaction.on_commit(partial(_redis_forget, locked.pk, users, rooms))
     return True

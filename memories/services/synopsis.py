@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memories.config import SynopsisSettings
-from memories.models import EndUser, Synopsis, SynopsisPart, SynopsisRevision
+from memories.models import EndUser, Memory, Synopsis, SynopsisPart, SynopsisRevision
 from memories.models.synopsis import PARTS
 from memories.providers.tokens import token_count
 from memories.services.configuration import project_settings_get
@@ -189,9 +189,10 @@ def _save(row: Synopsis, columns: list[str]) -> None:
 
 @transaction.atomic
 def synopsis_store(*, end_user: EndUser, drafts: Sequence[SynopsisDraft]) -> list[str]:
-    """Save generated parts; a locked part, and one written after the draft's material
-    was read (a newer generation, an edit), are left as they are. Returns the parts
-    saved."""
+    """Save generated parts; a locked part, one written after the draft's material was
+    read (a newer generation, an edit), and a draft made of a memory erased meanwhile
+    (its words must not come back: memories.services.erasure clears the part under
+    the same row lock) are left as they are. Returns the parts saved."""
     row = _row_locked(end_user)
     saved: list[str] = []
     columns: list[str] = []
@@ -200,6 +201,8 @@ def synopsis_store(*, end_user: EndUser, drafts: Sequence[SynopsisDraft]) -> lis
         if current.locked or (
             current.generated_at is not None and current.generated_at > draft.generated_at
         ):
+            continue
+        if _sources_gone(end_user, draft.source_ids):
             continue
         columns += row.part_set(
             draft.part,
@@ -214,6 +217,15 @@ def synopsis_store(*, end_user: EndUser, drafts: Sequence[SynopsisDraft]) -> lis
     if saved:
         _save(row, columns)
     return saved
+
+
+def _sources_gone(end_user: EndUser, source_ids: Sequence[Any]) -> bool:
+    """Whether a memory the draft was made of no longer exists (erased)."""
+    wanted = {str(source) for source in source_ids}
+    if not wanted:
+        return False
+    held = Memory.objects.filter(project_id=end_user.project_id, public_id__in=list(wanted))
+    return held.count() < len(wanted)
 
 
 def _checked_part(part: str) -> None:

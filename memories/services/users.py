@@ -12,7 +12,7 @@ from django.db import transaction
 from memories.models import Agent, EndUser, Memory, Project, Room, Synopsis
 from memories.providers.kept import Kept
 from memories.services.concurrency import deadlock_retried, owners_share_lock
-from memories.services.erasure import ErasureReceipt
+from memories.services.erasure import ErasureReceipt, admin_log_erase
 from memories.services.erasure_synopsis import synopsis_caches_drop
 from memories.services.memories import memories_delete
 from memories.services.revisions import Actor
@@ -115,7 +115,11 @@ def _user_rows(end_user: EndUser) -> ErasureReceipt:
     counted for the receipt; its cached synopsis goes at commit."""
     receipt = ErasureReceipt()
     receipt.counts["users"] += 1
-    receipt.counts["documents"] += end_user.documents.count()
+    documents = list(end_user.documents.values_list("pk", flat=True))
+    receipt.counts["documents"] += len(documents)
+    receipt.counts["admin_log_entries"] += admin_log_erase(
+        "memories.enduser", [end_user.pk]
+    ) + admin_log_erase("ingestion.document", documents)
     receipt.counts["synopses"] += Synopsis.objects.filter(end_user=end_user).count()
     receipt.counts["synopsis_revisions"] += end_user.synopsis_revisions.count()
     transaction.on_commit(partial(synopsis_caches_drop, [end_user.pk]))

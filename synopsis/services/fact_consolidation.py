@@ -132,6 +132,8 @@ def _retracted(message: Memory) -> set[str]:
     for revision in revisions.values("action", "before", "after"):
         after = revision["after"]
         before: dict[str, Any] = revision["before"] or {}
+        if after and after.get("derived"):
+            continue  # erased with the message it came from: not a retraction
         if revision["action"] == "delete" or (after and after.get("status") != "active"):
             if "content" in before:
                 texts.add(words_sha256(str(before["content"])))

@@ -48,7 +48,7 @@ def test_a_synopsis_made_while_its_user_is_deleted_is_dropped(owner: Any, caplog
     with caplog.at_level(logging.INFO, logger="synopsis.services.synopses"):
         stored = synopsis_generate(end_user_id=user.pk, force=True)  # stores as it commits
     watcher.join(timeout=30)
-    assert deleter.finish() == 1
+    assert deleter.finish().counts["memories"] == 1
     assert stored == []
     assert "was deleted while their synopsis was made" in caplog.text
     assert not Synopsis.objects.exists()

@@ -5,6 +5,7 @@ and in no Redis key or value; the audit keeps who, when, what and a SHA-256."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import uuid
 from datetime import timedelta
 
@@ -122,7 +123,7 @@ def turns(tenant, mark, *, user="maria", room="r1", count=6, key=None):
     return [result["memory"]["id"] for result in response.json()["results"]]
 
 
-def derived_fact(tenant, text, sources, *, user="maria"):
+def derived_fact(tenant, text, sources, *, user="maria", evidence=""):
     [(fact, _)] = memory_create_batch(
         project=tenant.project,
         items=[
@@ -133,6 +134,7 @@ def derived_fact(tenant, text, sources, *, user="maria"):
                 confidence=0.8,
                 content_json={"category": "preference"},
                 source_ids=list(sources),
+                metadata={"evidence": evidence, "extracted_from": sources[0]},
             )
         ],
         actor=Actor.system("fact_extract"),
@@ -231,7 +233,9 @@ def test_a_deleted_memory_takes_what_derives_from_it_alone(owner, redis_client):
     [target] = turns(owner, mark, count=1, key=f"one-{mark}")
     calm = turns(owner, other, count=5, room="r1")
     alone = derived_fact(owner, f"User's code word is {mark}.", [target])
-    shared = derived_fact(owner, "User likes topic talks.", [target, calm[1]])
+    shared = derived_fact(
+        owner, "User likes topic talks.", [target, calm[1]], evidence=f"I said {mark}."
+    )
     assert room_summarize(room_id=room.pk)  # the first two turns: the target and calm[0]
     summary = Memory.objects.get(kind="summary", room=room)
     assert summary.source_ids == [target, calm[0]]
@@ -249,6 +253,10 @@ def test_a_deleted_memory_takes_what_derives_from_it_alone(owner, redis_client):
     assert not Memory.objects.filter(pk__in=[alone.pk, summary.pk]).exists()
     shared.refresh_from_db()
     assert shared.source_ids == [calm[1]]  # kept: another message says it too
+    assert shared.metadata == {"extracted_from": calm[1]}  # its evidence sentence went
+    gone = MemoryRevision.objects.get(memory_public_id=alone.pk, action="delete")
+    assert gone.after == {"erased": "delete", "derived": True}  # not a retraction
+    assert response.status_code == 204
     # the summary's other turn is back in the buffer, to be summarized anew
     assert Memory.objects.get(pk=calm[0]).status == "active"
     assert Synopsis.objects.get(end_user=maria).identity_text == ""
@@ -306,3 +314,32 @@ def test_revisions_are_kept_for_ever_unless_a_retention_is_set(owner):
     assert not MemoryRevision.objects.filter(memory_public_id=old).exists()
     assert MemoryRevision.objects.filter(memory_public_id=new).exists()
     assert not pruning_due(project=owner.project)
+
+
+def test_the_migration_erases_what_was_deleted_before_erasure_existed(owner):
+    """Revisions of memories deleted by earlier versions kept their words: 0020 redacts
+    them (frozen SQL), and leaves a live memory's history alone."""
+    migration = importlib.import_module("memories.migrations.0020_erase_deleted_revisions")
+    [live] = turns(owner, "kept words", count=1, room="r5")
+    gone = uuid.uuid4()
+    MemoryRevision.objects.create(
+        project=owner.project,
+        memory_id=gone,
+        memory_public_id=gone,
+        action="delete",
+        actor_type="api_key",
+        actor="old",
+        before={"content": "Old words", "kind": "message", "metadata": {"a": "Old words"}},
+        after=None,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(migration.ERASE_SQL)
+
+    erased = MemoryRevision.objects.get(memory_id=gone)
+    assert erased.before == {
+        "redacted": True,
+        "kind": "message",
+        "content_sha256": hashlib.sha256(b"Old words").hexdigest(),
+        "words_sha256": hashlib.sha256(b"old words").hexdigest(),
+    }
+    assert "kept words" in str(MemoryRevision.objects.get(memory_public_id=live).after)
