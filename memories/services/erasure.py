@@ -20,8 +20,9 @@ their vectors it erases:
 * **copies**: synopsis parts built from any of them are cleared (regenerated on
   demand or by the beat) and the user's synopsis revisions redacted; replayable
   responses (Idempotency-Key) that name one; parked tasks on one; the admin's log
-  entries that show its first 60 characters; its cached synopsis in Redis (at
-  commit).
+  entries that show its first 60 characters; a cleared synopsis replaces the cached
+  one in Redis at commit (a newer version: a reader that read the old row cannot put
+  it back).
 
 Deleted rows may stay in PostgreSQL's files until VACUUM reuses their space; that is
 the database's, not the application's, and the README says so.
@@ -40,7 +41,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -50,7 +51,7 @@ from memories.models import (
     MemoryRevision,
     ParkedTask,
 )
-from memories.services.erasure_synopsis import synopses_clear, synopsis_caches_drop
+from memories.services.erasure_synopsis import synopses_clear
 from memories.services.revisions import Actor, revision_build
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,6 @@ def memories_erase(
     receipt.counts["embeddings"] += sum(
         count for label, count in per_model.items() if label != Memory._meta.label
     )
-    _on_commit(plan)
     return receipt
 
 
@@ -380,8 +380,3 @@ def _responses_forget(project_id: int, plan: _Plan) -> int:
             [list(plan.public), project_id, oldest],
         )
         return cursor.rowcount
-
-
-def _on_commit(plan: _Plan) -> None:
-    users = sorted(plan.users)
-    transaction.on_commit(lambda: synopsis_caches_drop(users))

@@ -13,7 +13,7 @@ from django.db import connection
 from memories.models import Synopsis
 from memories.models.synopsis import PARTS, SynopsisRevision
 from memories.providers.redis_client import redis_client
-from memories.services.synopsis_cache import CACHE_KEY
+from memories.services.synopsis_cache import CACHE_KEY, synopsis_cache_put_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ def synopses_clear(*, project_id: int, users: set[int], erased: set[str]) -> tup
             )
         row.version += 1
         row.save(update_fields=[*columns, "version", "updated_at"])
+        # the new version, not a dropped key: the cache keeps the newer of two puts, so a
+        # reader that read the old row before this commit cannot cache its words again
+        synopsis_cache_put_on_commit(row=row)
         parts += len(cleared)
     return parts, revisions
 
