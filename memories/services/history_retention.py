@@ -26,10 +26,10 @@ def revisions_due(*, project: Project) -> bool:
     return expired is not None and expired.exists()
 
 
-def revisions_purge(*, project: Project) -> int:
+def revisions_purge(*, project: Project) -> int | None:
     """Delete the project's memory revisions older than ``pruning.revision_retention_days``
-    (0: kept for ever), of live and erased memories alike; returns the count. The
-    redacted ones of erased memories hold no words, so the retention only decides how
-    long the audit can prove an erasure."""
+    of live and erased memories alike; returns the count, None when the project keeps
+    them for ever (0). The redacted ones of erased memories hold no words, so the
+    retention only decides how long the audit can prove an erasure."""
     expired = _revisions_expired(project)
-    return 0 if expired is None else expired.delete()[0]
+    return None if expired is None else expired.delete()[0]

@@ -301,7 +301,7 @@ def test_revisions_are_kept_for_ever_unless_a_retention_is_set(owner):
         created_at=timezone.now() - timedelta(days=3)
     )
     run = prune_run(project=owner.project, actor=TEST, purge=True)
-    assert "revisions_purged" not in run.counts or run.counts["revisions_purged"] == 0
+    assert "revisions_purged" not in run.counts  # kept for ever: nothing to count
     assert MemoryRevision.objects.filter(memory_public_id=old).exists()  # default: kept
 
     project_settings_update(
