@@ -14,6 +14,7 @@ import hashlib
 import sys
 import time
 import uuid
+from typing import Any
 
 import requests
 
@@ -71,6 +72,15 @@ def main() -> None:
     count = api.get(f"{base}/memories/count/", params=messages_only).json()["count"]
     check(count == 100, f"count of the user's messages is {count}")
 
+    _embedded(api, base, user)
+
+    _searches(api, base, user)
+    _deletes(api, base, user, ids, messages)
+    print("API walk completed.")
+
+
+def _embedded(api: requests.Session, base: str, user: str) -> None:
+    """Wait (at most 2 minutes) until the worker embedded every message."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         page = api.get(f"{base}/memories/", params={"user": user, "limit": 500}).json()["results"]
@@ -80,6 +90,9 @@ def main() -> None:
         time.sleep(0.5)
     check(pending == 0, "the worker embedded all 100 messages")
 
+
+def _searches(api: requests.Session, base: str, user: str) -> None:
+    """Each mode finds the memory a question asks about first."""
     searches = {
         "vector": ("what dog does the user have?", "golden retriever"),
         "keyword": ("marathon training", "marathon"),
@@ -98,6 +111,11 @@ def main() -> None:
         print(f"      top: {top!r} ({body['timings_ms']['total']:.1f} ms)")
         check(expected in top, f"{mode} search puts the right memory first")
 
+
+def _deletes(
+    api: requests.Session, base: str, user: str, ids: list[str], messages: list[dict[str, Any]]
+) -> None:
+    """Delete one memory (its history stays, without its words), then the user."""
     victim = ids[0]
     check(api.delete(f"{base}/memories/{victim}/").status_code == 204, "delete one memory")
     check(api.get(f"{base}/memories/{victim}/").status_code == 404, "it is gone")
@@ -121,7 +139,6 @@ def main() -> None:
     )
     gone = api.get(f"{base}/memories/count/", params={"user": user})
     check(gone.status_code == 404 or gone.json()["count"] == 0, "nothing of the user is left")
-    print("API walk completed.")
 
 
 if __name__ == "__main__":
