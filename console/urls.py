@@ -4,21 +4,32 @@
 from django.urls import path
 
 from console import views
+from console.paths import PROJECT, USER
 from console.views import (
+    activity,
     auth,
     documents,
     embedding,
+    facts,
+    inbox,
+    jobs,
     memory_edit,
+    memory_table,
     projects,
+    pruning,
+    rooms,
+    team,
+    trash,
+    usage,
     user_page,
     user_panels,
     users,
 )
 
 # the console: /dashboard/ lists projects; a project's pages live under /dashboard/p/<id>/
-project = "dashboard/p/<int:project_id>/"
+project = PROJECT
 # the user page (views/user_page.py) and its changes (views/memory_edit.py)
-user = f"{project}users/<int:user_id>/"
+user = USER
 memory = f"{user}memories/<uuid:memory_id>/"
 # the Documents tab (views/documents.py)
 docs = f"{project}documents/"
@@ -87,3 +98,8 @@ urlpatterns = [
     ),
     path(f"{document}delete/", documents.document_delete_view, name="console-document-delete"),
 ]
+
+# the pages whose modules keep their own URLs (each module's ``urlpatterns``, written
+# with console.paths' prefixes)
+for module in (jobs, usage, memory_table, pruning, activity, team, facts, rooms, inbox, trash):
+    urlpatterns += module.urlpatterns

@@ -20,6 +20,7 @@ from memories.config.intake import CHUNKERS, IngestionSettings, LimitSettings
 from memories.config.lifecycle import (
     FactSettings,
     ImportanceSettings,
+    LlmSettings,
     PruningSettings,
     SynopsisSettings,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "ImportanceSettings",
     "IngestionSettings",
     "LimitSettings",
+    "LlmSettings",
     "ProjectSettings",
     "PruningSettings",
     "SearchSettings",

@@ -31,6 +31,11 @@ class FactSettings:
         minimum=0.0,
         maximum=1.0,
     )
+    review: bool = setting(
+        False,
+        "Extracted facts, relationships and goals wait in the console's review inbox and "
+        "reach no context until an operator accepts them.",
+    )
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,19 @@ class SynopsisSettings:
         maximum=10_000,
     )
     max_tokens: int = setting(300, "Length limit of each part in tokens.", minimum=20, maximum=4000)
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """What the optional LLM (LLM_PROVIDER_URL) may spend for the project."""
+
+    monthly_token_budget: int = setting(
+        0,
+        "Tokens (prompt + completion) the workers may use per calendar month (UTC); once "
+        "spent they use the offline methods until the month ends (0: no limit).",
+        minimum=0,
+        maximum=10_000_000_000,
+    )
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,13 @@ class PruningSettings:
         "Pruned memories are purged (deleted with their vectors) after this many days.",
         minimum=0.0,
         maximum=36500.0,
+    )
+    trash_days: float = setting(
+        7.0,
+        "Memories an operator forgets in the console wait this many days in the trash "
+        "(undo), then are erased (0: at the next purge).",
+        minimum=0.0,
+        maximum=3650.0,
     )
     revision_retention_days: float = setting(
         0.0,

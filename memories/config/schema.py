@@ -12,6 +12,7 @@ from memories.config.intake import IngestionSettings, LimitSettings
 from memories.config.lifecycle import (
     FactSettings,
     ImportanceSettings,
+    LlmSettings,
     PruningSettings,
     SynopsisSettings,
 )
@@ -33,6 +34,7 @@ class ProjectSettings:
     synopsis: SynopsisSettings = field(default_factory=SynopsisSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
     ingestion: IngestionSettings = field(default_factory=IngestionSettings)
+    llm: LlmSettings = field(default_factory=LlmSettings)
 
 
 # the sections a room can override (PATCH /api/v1/rooms/{room}/ {"settings": ...})

@@ -23,6 +23,7 @@ class MemoryRevision(models.Model):
         ARCHIVE = "archive"
         PRUNE = "prune"
         DELETE = "delete"
+        TRASH = "trash"  # an operator's forget: the memory waits in the trash (undo)
 
     class ActorType(models.TextChoices):
         API_KEY = "api_key"
@@ -37,10 +38,17 @@ class MemoryRevision(models.Model):
     actor = models.CharField(max_length=200)  # key prefix, operator username or task name
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # why, beyond the action: "restore" (an earlier version written back), "undo" (out
+    # of the trash), "bulk" (one of many changed at once), "review" (an extraction
+    # accepted, edited or rejected); blank: a plain change. db_default: raw inserts
+    # (the erasure's, the pruning's) need not name it
+    intent = models.CharField(max_length=16, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         indexes = [
+            # a project's activity log, newest first
+            models.Index(fields=["project", "-created_at"], name="revision_project_created"),
             # a memory's history, newest first
             models.Index(
                 fields=["project", "memory_public_id", "-created_at"], name="revision_memory_public"

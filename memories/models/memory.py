@@ -122,6 +122,12 @@ class Memory(models.Model):
         # written but not yet visible: a document version whose chunks are still being
         # embedded; they become active all at once, replacing the previous version's
         STAGED = "staged"
+        # forgotten by an operator in the console: out of search and contexts, in the
+        # trash for pruning.trash_days (undo), then erased (memories.services.trash)
+        TRASHED = "trashed"
+        # extracted by a worker while the project reviews extractions (facts.review):
+        # waits in the console's review inbox, reaches no context until accepted
+        PROPOSED = "proposed"
 
     class EmbeddingStatus(models.TextChoices):
         PENDING = "pending"

@@ -185,8 +185,11 @@ UPDATABLE_FIELDS = (
 
 
 @transaction.atomic
-def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> Memory:
-    """Apply field changes; new content is re-embedded. Records before and after."""
+def memory_update(
+    *, memory: Memory, changes: dict[str, Any], actor: Actor, intent: str = ""
+) -> Memory:
+    """Apply field changes; new content is re-embedded. Records before and after (and
+    ``intent``: MemoryRevision.intent)."""
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
     before = memory.snapshot()
     fields = [
@@ -208,7 +211,12 @@ def memory_update(*, memory: Memory, changes: dict[str, Any], actor: Actor) -> M
         transaction.on_commit(embedding_enqueue)
     memory.save(update_fields=[*fields, "updated_at"])
     revision_build(
-        memory=memory, action="update", actor=actor, before=before, after=memory.snapshot()
+        memory=memory,
+        action="update",
+        actor=actor,
+        before=before,
+        after=memory.snapshot(),
+        intent=intent,
     ).save()
     return memory
 
@@ -223,20 +231,21 @@ class RevisionNotRestorable(Exception):
 def memory_restore(*, memory: Memory, revision: MemoryRevision, actor: Actor) -> Memory:
     """Write back the content, metadata and importance the memory had right after
     ``revision`` (one of its own), through memory_update: recorded as an update by
-    ``actor``, re-embedded if the text changes."""
+    ``actor`` with the intent "restore", re-embedded if the text changes."""
     if revision.memory_id != memory.pk or revision.project_id != memory.project_id:
         raise RevisionNotRestorable("the revision belongs to another memory")
     if revision.after is None:
         raise RevisionNotRestorable("a deletion has no version to restore")
     changes = {name: revision.after[name] for name in RESTORED_FIELDS if name in revision.after}
-    return memory_update(memory=memory, changes=changes, actor=actor)
+    return memory_update(memory=memory, changes=changes, actor=actor, intent="restore")
 
 
 def memories_status_change(
-    *, memories: list[Memory], status: str, action: str, actor: Actor
+    *, memories: list[Memory], status: str, action: str, actor: Actor, intent: str = ""
 ) -> None:
-    """Give memories a new status (archive, supersede, prune), recording each change.
-    The caller holds them locked in its transaction; nothing is deleted."""
+    """Give memories a new status (archive, supersede, prune, trash), recording each
+    change (with ``intent``). The caller holds them locked in its transaction; nothing
+    is deleted."""
     now = timezone.now()
     before = [memory.snapshot() for memory in memories]
     for memory in memories:
@@ -246,7 +255,12 @@ def memories_status_change(
     MemoryRevision.objects.bulk_create(
         [
             revision_build(
-                memory=memory, action=action, actor=actor, before=old, after=memory.snapshot()
+                memory=memory,
+                action=action,
+                actor=actor,
+                before=old,
+                after=memory.snapshot(),
+                intent=intent,
             )
             for memory, old in zip(memories, before, strict=True)
         ]

@@ -27,6 +27,7 @@ from memories.services.history_retention import revisions_due, revisions_purge
 from memories.services.maintenance import maintenance_run
 from memories.services.pruning_plan import POLICIES, PrunePlan, prune_plan, pruning_enabled
 from memories.services.revisions import Actor
+from memories.services.trash import trash_due, trash_expired_count, trash_purge
 
 PRUNE_TASK = "prune"  # MaintenanceRun.task of pruning runs (and their purge)
 PRUNE_QUEUED_TASK = "memories.tasks.prune_queued_task"  # sent by name (prune_enqueue)
@@ -96,6 +97,8 @@ def _prune(
         run.counts = {**plan.counts, "total": plan.total}
         if purge:
             run.counts["purged"] = _purgeable(project=project, end_user=end_user).count()
+            if end_user is None:
+                run.counts["trash_purged"] = trash_expired_count(project=project)
         run.details = {**run.details, **_ids_details(plan.ids)}
         return
     with transaction.atomic():
@@ -105,6 +108,7 @@ def _prune(
         pruned = _plan_apply(plan=plan, actor=actor, progress=progress)
         purged = pruned_purge(project=project, actor=actor, end_user=end_user) if purge else None
         revisions = revisions_purge(project=project) if purge and end_user is None else None
+        trashed = trash_purge(project=project, actor=actor) if purge and end_user is None else None
     total = sum(len(ids) for ids in pruned.values())
     run.counts = {
         **{policy: len(ids) for policy, ids in pruned.items()},
@@ -115,6 +119,8 @@ def _prune(
         run.counts["purged"] = purged
     if revisions is not None:
         run.counts["revisions_purged"] = revisions
+    if trashed is not None:
+        run.counts["trash_purged"] = trashed
     run.details = {**run.details, **_ids_details(pruned)}
 
 
@@ -316,7 +322,12 @@ def _chunk_purge(*, project_id: int, ids: list[uuid.UUID], actor: Actor) -> None
 
 def pruning_due(*, project: Project) -> bool:
     """Whether beat has anything to do for the project: a policy on, memories pruned
-    longer than the retention ago to purge, or revisions older than theirs."""
+    longer than the retention ago to purge, revisions older than theirs, or memories
+    past the trash's grace."""
     if pruning_enabled(project_settings_get(project=project).pruning):
         return True
-    return _purgeable(project=project, end_user=None).exists() or revisions_due(project=project)
+    return (
+        _purgeable(project=project, end_user=None).exists()
+        or revisions_due(project=project)
+        or trash_due(project=project)
+    )

@@ -35,8 +35,10 @@ def revision_build(
     actor: Actor,
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
+    intent: str = "",
 ) -> MemoryRevision:
-    """An unsaved revision row, for callers that insert many at once."""
+    """An unsaved revision row, for callers that insert many at once; ``intent`` says
+    why beyond the action (MemoryRevision.intent: restore, undo, bulk, review)."""
     return MemoryRevision(
         project_id=memory.project_id,
         memory_id=memory.pk,
@@ -46,4 +48,5 @@ def revision_build(
         actor=actor.name,
         before=before,
         after=after,
+        intent=intent,
     )

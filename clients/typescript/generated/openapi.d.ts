@@ -705,9 +705,10 @@ export interface components {
          *     * `archive` - Archive
          *     * `prune` - Prune
          *     * `delete` - Delete
+         *     * `trash` - Trash
          * @enum {string}
          */
-        ActionEnum: "create" | "update" | "supersede" | "archive" | "prune" | "delete";
+        ActionEnum: "create" | "update" | "supersede" | "archive" | "prune" | "delete" | "trash";
         /**
          * @description * `api_key` - Api Key
          *     * `operator` - Operator
@@ -1424,6 +1425,8 @@ export interface components {
              * @description How much a repeated fact's confidence rises (towards 1) each time it is confirmed.
              */
             reinforce_step?: number | null;
+            /** @description Extracted facts, relationships and goals wait in the console's review inbox and reach no context until an operator accepts them. */
+            review?: boolean | null;
         };
         FactsSettingsValues: {
             /** @description Extract facts from the users' messages in the background. */
@@ -1443,6 +1446,8 @@ export interface components {
              * @description How much a repeated fact's confidence rises (towards 1) each time it is confirmed.
              */
             reinforce_step: number;
+            /** @description Extracted facts, relationships and goals wait in the console's review inbox and reach no context until an operator accepts them. */
+            review: boolean;
         };
         /** @description Messages by field (`{"metadata": ["..."]}`; a batch or import names the item), or a `detail` for the request as a whole. */
         FieldErrors: {
@@ -1582,6 +1587,20 @@ export interface components {
             reads_per_minute: number;
             /** @description Writes per API key per minute (POST, PATCH, DELETE that change data); 0: unlimited. */
             writes_per_minute: number;
+        };
+        LlmSettingsInputRequest: {
+            /**
+             * Format: int64
+             * @description Tokens (prompt + completion) the workers may use per calendar month (UTC); once spent they use the offline methods until the month ends (0: no limit).
+             */
+            monthly_token_budget?: number | null;
+        };
+        LlmSettingsValues: {
+            /**
+             * Format: int64
+             * @description Tokens (prompt + completion) the workers may use per calendar month (UTC); once spent they use the offline methods until the month ends (0: no limit).
+             */
+            monthly_token_budget: number;
         };
         MemoryBatchInputRequest: {
             memories: components["schemas"]["MemoryInputRequest"][];
@@ -1771,6 +1790,7 @@ export interface components {
             synopsis?: components["schemas"]["SynopsisSettingsInputRequest"] | null;
             context?: components["schemas"]["ContextSettingsInputRequest"] | null;
             ingestion?: components["schemas"]["IngestionSettingsInputRequest"] | null;
+            llm?: components["schemas"]["LlmSettingsInputRequest"] | null;
         };
         PatchedRoomUpdateRequest: {
             name?: string;
@@ -1804,6 +1824,7 @@ export interface components {
             synopsis: components["schemas"]["SynopsisSettingsValues"];
             context: components["schemas"]["ContextSettingsValues"];
             ingestion: components["schemas"]["IngestionSettingsValues"];
+            llm: components["schemas"]["LlmSettingsValues"];
         };
         PruneInputRequest: {
             /**
@@ -1896,6 +1917,11 @@ export interface components {
             retention_days?: number | null;
             /**
              * Format: double
+             * @description Memories an operator forgets in the console wait this many days in the trash (undo), then are erased (0: at the next purge).
+             */
+            trash_days?: number | null;
+            /**
+             * Format: double
              * @description Memory revisions (the history's before/after) older than this many days are deleted by the purge, those of erased memories (a hash, no words) included; 0 keeps them for ever.
              */
             revision_retention_days?: number | null;
@@ -1927,6 +1953,11 @@ export interface components {
              * @description Pruned memories are purged (deleted with their vectors) after this many days.
              */
             retention_days: number;
+            /**
+             * Format: double
+             * @description Memories an operator forgets in the console wait this many days in the trash (undo), then are erased (0: at the next purge).
+             */
+            trash_days: number;
             /**
              * Format: double
              * @description Memory revisions (the history's before/after) older than this many days are deleted by the purge, those of erased memories (a hash, no words) included; 0 keeps them for ever.
@@ -2206,9 +2237,11 @@ export interface components {
          *     * `superseded` - Superseded
          *     * `pruned` - Pruned
          *     * `staged` - Staged
+         *     * `trashed` - Trashed
+         *     * `proposed` - Proposed
          * @enum {string}
          */
-        StatusEnum: "active" | "archived" | "superseded" | "pruned" | "staged";
+        StatusEnum: "active" | "archived" | "superseded" | "pruned" | "staged" | "trashed" | "proposed";
         SwitchInputRequest: {
             /** @description The key of the model to switch to (`models`). */
             model: string;

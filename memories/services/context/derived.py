@@ -19,6 +19,14 @@ from memories.providers.tokens import token_count
 from memories.services.context.sources import TURN_FIELDS, Candidate, turn_text
 
 SOURCES_MAX = 5  # facts that bring their source turn, the most relevant first
+# a source turn in one of these is not brought: purged soon, not yet visible, forgotten
+# by an operator (the trash) or not accepted yet (the review inbox)
+HIDDEN_STATUSES = [
+    Memory.Status.PRUNED,
+    Memory.Status.STAGED,
+    Memory.Status.TRASHED,
+    Memory.Status.PROPOSED,
+]
 
 
 def fact_sources(
@@ -49,7 +57,7 @@ def fact_sources(
     turns = (
         Memory.objects.with_external_ids()
         .filter(project_id=end_user.project_id, end_user=end_user, public_id__in=list(wanted))
-        .exclude(status__in=[Memory.Status.PRUNED, Memory.Status.STAGED])
+        .exclude(status__in=HIDDEN_STATUSES)
         .only(*TURN_FIELDS)
     )
     return [
