@@ -88,6 +88,7 @@ urlpatterns = [
     path(f"{memory}edit/", memory_edit.memory_edit, name="console-memory-edit"),
     path(f"{memory}pin/", memory_edit.memory_pin, name="console-memory-pin"),
     path(f"{memory}forget/", memory_edit.memory_forget, name="console-memory-forget"),
+    path(f"{memory}undo/", memory_edit.memory_undo, name="console-memory-undo"),
     path(f"{memory}history/", memory_edit.memory_history, name="console-memory-history"),
     path(f"{memory}restore/", memory_edit.memory_restore_view, name="console-memory-restore"),
     path(docs, documents.documents, name="console-documents"),

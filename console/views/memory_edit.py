@@ -1,7 +1,8 @@
 """Changing what is remembered from the user page: edit a memory in place, pin, forget
-(with a confirmation step), its history and "restore this version", and "forget this
-user". Every change goes through the API's services as ``Actor.operator(username)``,
-so it is validated and recorded the same way.
+(with a confirmation step; to the trash, with an undo), its history and "restore this
+version" (recorded with the intent "restore"), and "forget this user" (erased at once).
+Every change goes through the API's services as ``Actor.operator(username)``, so it is
+validated and recorded the same way.
 
 The memory views answer HTMX with fragments that replace the memory's <article>.
 """
@@ -26,13 +27,14 @@ from console.views.access import ConsoleRequest, project_view
 from console.views.user_page import end_user_of
 from memories.api.serializers import MemoryUpdateSerializer
 from memories.models import EndUser, Memory, MemoryRevision
+from memories.services.configuration import project_settings_get
 from memories.services.memories import (
     RevisionNotRestorable,
-    memory_delete,
     memory_restore,
     memory_update,
 )
 from memories.services.revisions import Actor
+from memories.services.trash import memories_trash, memories_untrash
 from memories.services.users import end_user_delete
 
 PARTIALS = "console/partials"
@@ -178,14 +180,28 @@ def memory_pin(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpRes
 @require_http_methods(["GET", "POST"])
 def memory_forget(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
     """GET, or a POST without ``confirm=yes``: the confirmation in the row's place.
-    POST with it: delete through memory_delete (recorded) and say so."""
+    POST with it: move it to the trash (memories_trash, recorded; erased after the
+    project's pruning.trash_days) and say so, with an undo."""
     end_user = end_user_of(request, user_id)
     memory = _memory_of(request, end_user, memory_id)
-    context = _context(request, end_user, memory=memory)
+    days = project_settings_get(project=request.project).pruning.trash_days
+    context = _context(request, end_user, memory=memory, trash_days=days)
     if request.method == "POST" and request.POST.get("confirm") == "yes":
-        memory_delete(memory=memory, actor=_actor(request))
+        memories_trash(project=request.project, ids=[memory.pk], actor=_actor(request))
         return render(request, f"{PARTIALS}/memory_forgotten.html", context)
     return render(request, f"{PARTIALS}/memory_confirm.html", context)
+
+
+@project_view(edit=True)
+@require_POST
+def memory_undo(request: ConsoleRequest, user_id: int, memory_id: Any) -> HttpResponse:
+    """Take a forgotten memory out of the trash (memories_untrash: the status it had,
+    recorded as an undo); the row again."""
+    end_user = end_user_of(request, user_id)
+    memory = _memory_of(request, end_user, memory_id)
+    restored = memories_untrash(project=request.project, ids=[memory.pk], actor=_actor(request))
+    notice = "Back from the trash." if restored else "It was not in the trash."
+    return _row(request, end_user, memory.pk, notice=notice)
 
 
 @project_view()

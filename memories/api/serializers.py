@@ -301,6 +301,7 @@ class MemoryRevisionOutputSerializer(serializers.ModelSerializer):
             "id",
             "memory_id",
             "action",
+            "intent",
             "actor_type",
             "actor",
             "before",

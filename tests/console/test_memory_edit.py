@@ -159,11 +159,21 @@ def test_forgetting_a_memory_needs_the_confirmation(owner, editor, maria, cat):
     assert "Forget this message?" in unconfirmed.content.decode()
     assert api_memory(owner, cat)[0] == 200
     done = editor.post(forget, {"confirm": "yes"}, **HTMX).content.decode()
-    assert "Forgotten" in done
-    assert api_memory(owner, cat)[0] == 404
-    deletion = api_revisions(owner, cat)[0]
-    recorded = (deletion["action"], deletion["actor_type"], deletion["actor"])
-    assert recorded == ("delete", "operator", "erin")
+    assert "Moved to the trash" in done and "erased after 7 days" in done
+    assert api_memory(owner, cat)[1]["status"] == "trashed"
+    trashed = api_revisions(owner, cat)[0]
+    recorded = (trashed["action"], trashed["actor_type"], trashed["actor"])
+    assert recorded == ("trash", "operator", "erin")
+    body = {"query": "cat", "user": "maria", "mode": "keyword"}
+    search = owner.client.post("/api/v1/search/", body, format="json")
+    assert search.status_code == 200 and search.json()["results"] == []
+    # the undo in the same place brings the row back as it was
+    undo = url("console-memory-undo", owner, maria, cat.pk)
+    back = editor.post(undo, **HTMX).content.decode()
+    assert "Back from the trash." in back and "I adopted a cat called Miso" in back
+    assert api_memory(owner, cat)[1]["status"] == "active"
+    undone = api_revisions(owner, cat)[0]
+    assert (undone["action"], undone["intent"], undone["actor"]) == ("update", "undo", "erin")
 
 
 def test_forget_this_user_says_what_goes_then_what_went(owner, editor, maria):
@@ -213,7 +223,7 @@ def test_history_and_restoring_a_version(owner, editor, maria, cat):
     assert seen["metadata"] == {"topic": "pets"} and seen["importance"] == 0.4
     assert seen["embedding_status"] == "pending"
     newest = api_revisions(owner, cat)[0]
-    assert (newest["action"], newest["actor"]) == ("update", "erin")
+    assert (newest["action"], newest["intent"], newest["actor"]) == ("update", "restore", "erin")
 
 
 def test_a_restore_takes_only_this_memorys_revisions(owner, outsider, editor, maria, cat):
@@ -234,6 +244,7 @@ def test_a_viewer_gets_403_on_every_change(owner, viewer, maria, cat):
         (url("console-memory-edit", owner, maria, cat.pk), {"content": "x", "importance": "1"}),
         (url("console-memory-pin", owner, maria, cat.pk), {"pinned": "true"}),
         (url("console-memory-forget", owner, maria, cat.pk), {"confirm": "yes"}),
+        (url("console-memory-undo", owner, maria, cat.pk), {}),
         (url("console-memory-restore", owner, maria, cat.pk), {"revision": created.pk}),
         (url("console-user-forget", owner, maria), {"confirm": "yes"}),
     ]
