@@ -93,6 +93,30 @@ def _statuses_before_trash(*, project: Project, memories: list[Memory]) -> dict[
     return found
 
 
+def trash_erase(*, project: Project, actor: Actor, ids: Iterable[uuid.UUID] | None = None) -> int:
+    """Erase now (memories.services.erasure) the project's trashed memories with these
+    pks, or all of its trash with ``ids`` None, before their grace ends: an operator's
+    "erase now" or "empty the trash". Only trashed memories; returns how many."""
+    wanted = None if ids is None else list(ids)
+
+    def erase() -> int:
+        if not owners_share_lock(project_id=project.pk):
+            return 0
+        trashed = Memory.objects.for_project(project).filter(status=TRASHED)
+        if wanted is not None:
+            trashed = trashed.filter(pk__in=wanted)
+        locked = memories_lock(trashed)
+        later = Q(pk__in=locked)
+        for start in range(0, len(locked), PURGE_CHUNK):
+            chunk = locked[start : start + PURGE_CHUNK]
+            memories_erase(
+                project_id=project.pk, ids=chunk, actor=actor, reason="delete", scope=later
+            )
+        return len(locked)
+
+    return deadlock_retried(erase)
+
+
 def trash_expires(*, project: Project, trashed_at: datetime) -> datetime:
     """When a memory trashed at ``trashed_at`` is erased by the purge (at the earliest)."""
     return trashed_at + timedelta(days=project_settings_get(project=project).pruning.trash_days)
