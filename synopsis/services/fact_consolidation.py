@@ -9,7 +9,13 @@ destructively (synopsis/services/facts.py mines the messages):
 * anything else is a new fact, with the message as its provenance.
 
 An operator's or agent's edit wins: a fact changed after the message was written is
-not superseded by it, and a fact they retracted is not extracted again.
+not superseded by it, and a fact they retracted (deleted, trashed, superseded, pruned,
+or a proposal rejected in the review inbox) is not extracted again.
+
+With the project's ``facts.review`` on, a draft changes no active fact: it is stored
+as a proposal (status ``proposed``) for the console's review inbox, or reinforces the
+proposal already waiting with the same text; accepting it runs the join above then
+(synopsis/services/fact_review.py).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from django.db.models import Q
 
 from memories.config import FactSettings
 from memories.models import Embedding, Memory, MemoryRevision
@@ -37,6 +44,7 @@ from memories.structured import structured_content_clean
 from synopsis.extraction import FactDraft
 
 ACTOR = Actor.system("fact_extract")
+REVIEW_INTENT = "review"  # MemoryRevision.intent of the review inbox's steps
 FACT_KINDS = (Memory.Kind.FACT, Memory.Kind.RELATIONSHIP, Memory.Kind.GOAL)
 
 
@@ -58,44 +66,65 @@ class HeldFacts:
 
     def __init__(self, facts: list[_Held], retracted: set[str]) -> None:
         self.facts, self.retracted = facts, retracted
+        self._message: Memory | None = None
+        self._with_vectors = False
+        self._proposed: list[_Held] | None = None
 
     @classmethod
     def load(cls, message: Memory, with_vectors: bool) -> HeldFacts:
+        assert message.end_user_id is not None  # facts are about a user
+        held = cls.for_user(
+            project_id=message.project_id,
+            end_user_id=message.end_user_id,
+            with_vectors=with_vectors,
+        )
+        held.retracted = _retracted(message.project_id, message.end_user_id)
+        held._message, held._with_vectors = message, with_vectors
+        return held
+
+    @classmethod
+    def for_user(
+        cls,
+        *,
+        project_id: int,
+        end_user_id: int,
+        with_vectors: bool,
+        status: str = Memory.Status.ACTIVE,
+    ) -> HeldFacts:
+        """The user's facts of ``status`` (locked), without the retracted texts."""
         memories = list(
             Memory.objects.select_for_update()
             .filter(
-                project_id=message.project_id,
-                end_user_id=message.end_user_id,
+                project_id=project_id,
+                end_user_id=end_user_id,
                 kind__in=FACT_KINDS,
-                status=Memory.Status.ACTIVE,
+                status=status,
             )
             .order_by("created_at", "id")
         )
         vectors: dict[Any, np.ndarray] = {}
         if with_vectors and memories:
-            space = project_space_read(message.project_id)
-            rows = Embedding.objects.filter(memory__in=memories, space=space, window=0).values_list(
-                "memory_id", "vector"
-            )
-            vectors = {pk: normalize(np.asarray([v], dtype=np.float32))[0] for pk, v in rows}
-        held = [_Held(m, normalized(m.content), vectors.get(m.pk)) for m in memories]
-        return cls(held, _retracted(message))
+            vectors = fact_vectors(project_id, memories)
+        return cls([_Held(m, normalized(m.content), vectors.get(m.pk)) for m in memories], set())
+
+    @property
+    def proposed(self) -> list[_Held]:
+        """The user's proposals waiting in the review inbox (loaded on first use)."""
+        if self._proposed is None:
+            message = self._message
+            assert message is not None and message.end_user_id is not None  # load()
+            self._proposed = HeldFacts.for_user(
+                project_id=message.project_id,
+                end_user_id=message.end_user_id,
+                with_vectors=self._with_vectors,
+                status=Memory.Status.PROPOSED,
+            ).facts
+        return self._proposed
 
     def duplicate(
         self, draft: FactDraft, vector: np.ndarray | None, threshold: float
     ) -> Memory | None:
-        norm = normalized(draft.content)
-        for fact in self.facts:
-            if fact.memory.kind != draft.kind or _slot_conflict(fact.memory, draft):
-                continue
-            similar = (
-                vector is not None
-                and fact.vector is not None
-                and float(np.dot(vector, fact.vector)) >= threshold
-            )
-            if fact.norm == norm or similar:
-                return fact.memory
-        return None
+        return _same_in(self.facts, draft, vector, threshold)
 
     def in_slot(self, draft: FactDraft) -> Memory | None:
         if not draft.slot:
@@ -112,29 +141,70 @@ class HeldFacts:
         self.facts = [fact for fact in self.facts if fact.memory.pk != memory.pk]
 
 
+def fact_vectors(project_id: int, memories: list[Memory]) -> dict[Any, np.ndarray]:
+    space = project_space_read(project_id)
+    rows = Embedding.objects.filter(memory__in=memories, space=space, window=0).values_list(
+        "memory_id", "vector"
+    )
+    return {pk: normalize(np.asarray([v], dtype=np.float32))[0] for pk, v in rows}
+
+
+def _same_in(
+    facts: list[_Held], draft: FactDraft, vector: np.ndarray | None, threshold: float
+) -> Memory | None:
+    """The first of ``facts`` saying what the draft says (same kind, no other value of
+    its slot, the same words or a vector at least ``threshold`` close)."""
+    norm = normalized(draft.content)
+    for fact in facts:
+        if fact.memory.kind != draft.kind or _slot_conflict(fact.memory, draft):
+            continue
+        similar = (
+            vector is not None
+            and fact.vector is not None
+            and float(np.dot(vector, fact.vector)) >= threshold
+        )
+        if fact.norm == norm or similar:
+            return fact.memory
+    return None
+
+
 def words_sha256(text: str) -> str:
     """The SHA-256 of the text's normalized words: what an erased revision keeps of a
     retracted fact (memories.services.erasure writes it in SQL the same way)."""
     return hashlib.sha256(normalized(text).encode()).hexdigest()
 
 
-def _retracted(message: Memory) -> set[str]:
-    """The words_sha256 of the user's facts that an agent or operator deleted or took
-    out of service (superseded, pruned): the extractor does not bring them back. A
-    deleted fact's revision keeps only that hash (memories.services.erasure)."""
-    revisions = MemoryRevision.objects.filter(
-        project_id=message.project_id,
-        action__in=["update", "delete", "supersede", "prune"],
-        before__end_user_id=message.end_user_id,
-        before__kind__in=list(FACT_KINDS),
-    ).exclude(actor_type=MemoryRevision.ActorType.SYSTEM)
+def _retracted(project_id: int, end_user_id: int) -> set[str]:
+    """The words_sha256 of the user's facts that an agent or operator deleted, trashed
+    or took out of service (superseded, pruned), and of the proposals an operator
+    rejected: the extractor does not bring them back. A deleted fact's revision keeps
+    only that hash (memories.services.erasure). The review inbox's other steps (an
+    accept superseding the old value, a proposal merged into the fact it repeats) are
+    no retraction; nor is a trash undone since."""
+    revisions = (
+        MemoryRevision.objects.filter(
+            project_id=project_id,
+            action__in=["update", "delete", "supersede", "prune", "trash"],
+            before__end_user_id=end_user_id,
+            before__kind__in=list(FACT_KINDS),
+        )
+        .exclude(actor_type=MemoryRevision.ActorType.SYSTEM)
+        .exclude(~Q(action="trash"), intent=REVIEW_INTENT)
+    )
+    rows = list(revisions.values("action", "before", "after", "memory_id"))
+    trashed = {row["memory_id"] for row in rows if row["action"] == "trash"}
+    undone = set(
+        Memory.objects.filter(pk__in=trashed)
+        .exclude(status=Memory.Status.TRASHED)
+        .values_list("pk", flat=True)
+    )
     texts = set()
-    for revision in revisions.values("action", "before", "after"):
-        after = revision["after"]
-        before: dict[str, Any] = revision["before"] or {}
-        if after and after.get("derived"):
-            continue  # erased with the message it came from: not a retraction
-        if revision["action"] == "delete" or (after and after.get("status") != "active"):
+    for row in rows:
+        after = row["after"]
+        before: dict[str, Any] = row["before"] or {}
+        if (after and after.get("derived")) or row["memory_id"] in undone:
+            continue  # erased with the message it came from, or back from the trash
+        if row["action"] == "delete" or (after and after.get("status") != "active"):
             if "content" in before:
                 texts.add(words_sha256(str(before["content"])))
             elif "words_sha256" in before:
@@ -162,6 +232,8 @@ def fact_consolidate(
     supersede or create; None when the draft is dropped. ``held`` follows the change."""
     if words_sha256(draft.content) in held.retracted:
         return None
+    if config.review:
+        return _propose(message=message, draft=draft, vector=vector, held=held, config=config)
     same = held.duplicate(draft, vector, config.duplicate_similarity)
     if same is not None:
         return _reinforce(same, message, config)
@@ -176,6 +248,29 @@ def fact_consolidate(
         Memory.objects.filter(pk=fact.pk).update(content_json=fact.content_json)
         held.drop(old)
     return fact
+
+
+def _propose(
+    *,
+    message: Memory,
+    draft: FactDraft,
+    vector: np.ndarray | None,
+    held: HeldFacts,
+    config: FactSettings,
+) -> Memory | None:
+    """The review inbox's side of fact_consolidate: no active fact changes. A draft
+    the waiting proposals already say reinforces that proposal; a value older than the
+    held one is dropped (as without review); anything else waits as a new proposal."""
+    waiting = _same_in(held.proposed, draft, vector, config.duplicate_similarity)
+    if waiting is not None:
+        return _reinforce(waiting, message, config)
+    if held.duplicate(draft, vector, config.duplicate_similarity) is None:
+        old = held.in_slot(draft)
+        if old is not None and _newer_than(old, message):
+            return None
+    proposal = _create(message, draft, status=Memory.Status.PROPOSED)
+    held.proposed.append(_Held(proposal, normalized(proposal.content), vector))
+    return proposal
 
 
 def _newer_than(fact: Memory, message: Memory) -> bool:
@@ -218,7 +313,7 @@ def _reinforce(fact: Memory, message: Memory, config: FactSettings) -> Memory:
     return fact
 
 
-def _create(message: Memory, draft: FactDraft) -> Memory:
+def _create(message: Memory, draft: FactDraft, *, status: str = Memory.Status.ACTIVE) -> Memory:
     user = message.end_user
     assert user is not None  # facts are mined from the messages of a user only
     structured: dict[str, Any] = {"category": draft.category}
@@ -242,6 +337,7 @@ def _create(message: Memory, draft: FactDraft) -> Memory:
                 metadata={"evidence": draft.evidence, "extracted_from": str(message.public_id)},
                 confidence=draft.confidence,
                 source_ids=[str(message.public_id)],
+                status=status,
             )
         ],
         actor=ACTOR,
