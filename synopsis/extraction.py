@@ -97,7 +97,7 @@ def facts_draft(
     their name if known): by the LLM if one is configured, else offline. An invalid
     answer or a permanent LlmError gives no drafts and an ``error``; a retryable
     LlmError propagates (the caller retries later)."""
-    provider = llm_provider()
+    provider = llm_provider(project_id=project_id)
     if provider is None:
         return ExtractionResult(drafts=facts_draft_offline(text), extractor=OFFLINE)
     if not text.strip():

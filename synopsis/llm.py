@@ -1,6 +1,7 @@
 """The LLM provider: any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama,
 llama.cpp server), configured by settings.LLM; optional (``llm_provider()`` is None
-without LLM_BASE_URL and every feature uses its offline method).
+without LLM_BASE_URL and every feature uses its offline method). For a project whose
+monthly token budget is spent (synopsis/services/llm_budget.py) it is None too.
 
 A call retries what can pass (rate limits, 5xx, timeouts, connection errors) with
 exponential backoff, and raises an LlmError saying whether a later retry can help.
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from synopsis.models import LlmCall
+from synopsis.services.llm_budget import BUDGET_SPENT, llm_budget_record, llm_budget_spent
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class LlmProvider:
         result: ChatResult | None = None,
         error: LlmError | None = None,
     ) -> None:
-        LlmCall.objects.create(
+        call = LlmCall.objects.create(
             project_id=project_id,
             purpose=purpose,
             model=result.model if result is not None else self.model,
@@ -156,6 +158,8 @@ class LlmProvider:
             completion_tokens=result.completion_tokens if result is not None else None,
             duration_ms=round((time.monotonic() - started) * 1000),
         )
+        tokens = (call.prompt_tokens or 0) + (call.completion_tokens or 0)
+        llm_budget_record(project_id=project_id, tokens=tokens, at=call.created_at)
 
 
 def _raise_for_status(response: requests.Response) -> None:
@@ -229,11 +233,21 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
-def llm_provider() -> LlmProvider | None:
-    """The configured provider (settings.LLM), or None when LLM_BASE_URL is empty."""
+def llm_provider(*, project_id: int | None = None) -> LlmProvider | None:
+    """The configured provider (settings.LLM), or None when LLM_BASE_URL is empty or
+    the budget of ``project_id`` is spent this month."""
+    return llm_choice(project_id=project_id)[0]
+
+
+def llm_choice(*, project_id: int | None = None) -> tuple[LlmProvider | None, str]:
+    """(the provider, "") or (None, why the offline method runs: "" when no LLM is
+    configured, BUDGET_SPENT when the project's monthly token budget is spent)."""
     config = settings.LLM
     if not config.get("BASE_URL"):
-        return None
+        return None, ""
+    if llm_budget_spent(project_id=project_id):
+        logger.info("project %s: %s; the offline method runs", project_id, BUDGET_SPENT)
+        return None, BUDGET_SPENT
     return LlmProvider(
         base_url=config["BASE_URL"],
         api_key=config.get("API_KEY", ""),
@@ -241,4 +255,4 @@ def llm_provider() -> LlmProvider | None:
         timeout=float(config.get("TIMEOUT", 30.0)),
         max_retries=int(config.get("MAX_RETRIES", 3)),
         backoff=float(config.get("BACKOFF", 1.0)),
-    )
+    ), ""

@@ -24,7 +24,7 @@ import numpy as np
 
 from memories.providers.tokens import token_count, token_truncate
 from memories.services import embedding as embedding_pipeline
-from synopsis.llm import LlmError, LlmProvider, llm_provider
+from synopsis.llm import LlmError, LlmProvider, llm_choice
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +85,13 @@ def summary_draft(
         raise ValueError("no turns to summarize")
     if max_tokens <= 0:
         raise ValueError("max_tokens must be positive")
-    provider = llm_provider()
+    provider, offline_reason = llm_choice(project_id=project_id)
     extractive = ExtractiveSummarizer()
     if provider is None:
-        return extractive.draft(
+        draft = extractive.draft(
             turns=turns, previous=previous, max_tokens=max_tokens, project_id=project_id
         )
+        return replace(draft, fallback_reason=offline_reason or None)
     try:
         return LlmSummarizer(provider).draft(
             turns=turns, previous=previous, max_tokens=max_tokens, project_id=project_id

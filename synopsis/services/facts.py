@@ -172,7 +172,7 @@ def _drafts(message: Memory) -> ExtractionResult | None:
     left). Offline, the message is mined whole first: most messages yield nothing, and
     then the hub's texts need not be read; an LLM is asked once, about the cut text."""
     speaker = _speaker(message)
-    if llm_provider() is None:
+    if llm_provider(project_id=message.project_id) is None:
         whole = facts_draft(text=message.content, project_id=message.project_id, speaker=speaker)
         if not whole.drafts:
             return whole

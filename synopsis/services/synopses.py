@@ -36,7 +36,7 @@ from memories.services.synopsis import (
     synopsis_store,
     synopsis_ttl_seconds,
 )
-from synopsis.llm import LlmError, llm_provider
+from synopsis.llm import LlmError, llm_choice
 from synopsis.services.summaries import DERIVED_QUEUE
 from synopsis.services.synopsis_material import IDENTITY_KINDS, part_material
 from synopsis.synopsis_writers import part_by_llm, part_by_template
@@ -136,8 +136,8 @@ def _draft(user: EndUser, part: str, config: SynopsisSettings) -> SynopsisDraft:
     """The part by the LLM if one is configured and there is material, else by template."""
     generated_at = timezone.now()  # before the material is read: later facts count as new
     material = part_material(user=user, part=part, max_tokens=config.max_tokens)
-    provider = llm_provider()
-    generator = TEMPLATE
+    provider, offline_reason = llm_choice(project_id=user.project_id)
+    generator = f"{TEMPLATE}; {offline_reason}" if offline_reason else TEMPLATE
     if provider is not None and any(material.sections):
         try:
             text, ids = part_by_llm(provider=provider, material=material)
