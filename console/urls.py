@@ -102,5 +102,17 @@ urlpatterns = [
 
 # the pages whose modules keep their own URLs (each module's ``urlpatterns``, written
 # with console.paths' prefixes)
-for module in (jobs, usage, memory_table, pruning, activity, team, facts, rooms, inbox, trash):
+for module in (
+    user_page,
+    jobs,
+    usage,
+    memory_table,
+    pruning,
+    activity,
+    team,
+    facts,
+    rooms,
+    inbox,
+    trash,
+):
     urlpatterns += module.urlpatterns

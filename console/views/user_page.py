@@ -1,9 +1,11 @@
-"""The console's user page: who the user is, her rooms and their messages, every memory
-(filtered, paginated) and a live search through the API's search service.
+"""The console's user page, as tabs with their own URLs: the overview (who she is, her
+synopsis, rooms and latest memories), the memories (every memory filtered and paginated,
+and a live search through the API's search service) and her documents. The facts and
+rooms tabs are views/facts.py and views/rooms.py, the context and synopsis tabs
+views/user_panels.py; all extend console/user_base.html.
 
-One template (console/user.html) serves the page and its fragments: the
-memory list (``#memories``, the page's own URL asked by HTMX), a room's messages
-(``#room``) and the search results (``#search-results``).
+The Memories tab (console/user_memories.html) answers HTMX with its fragments: the memory
+list (``#memories``, the tab's own URL) and the search results (``#search-results``).
 """
 
 from __future__ import annotations
@@ -15,26 +17,33 @@ from typing import Any
 from django import forms
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from console.paths import USER
 from console.services.user_page import (
     MemoryFilters,
     Page,
     UserSummary,
+    page_number,
     room_messages_page,
     user_memories_page,
     user_rooms_get,
     user_summary_get,
 )
 from console.views.access import ConsoleRequest, project_view
+from ingestion.models import Document
 from memories.models import EndUser, Memory, Project, Room
 from memories.services.configuration import project_settings_get
 from memories.services.search import SearchFilters, SearchMode, memory_search
 
-TEMPLATE = "console/user.html"
+TEMPLATE = "console/user_memories.html"
+OVERVIEW = "console/user_overview.html"
+RECENT = 5  # the overview's latest memories
 SEARCH_RESULTS = 20
+DOCUMENTS_PAGE = 50
 
 
 def end_user_of(request: ConsoleRequest, user_id: int) -> EndUser:
@@ -119,12 +128,15 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def _context(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
+def _context(
+    request: ConsoleRequest, end_user: EndUser, tab: str = "memories", **extra: Any
+) -> dict[str, Any]:
     return {
         "project": request.project,
         "can_edit": request.can_edit,
         "end_user": end_user,
         "section": "users",  # the project's tab to mark
+        "user_tab": tab,  # the user's tab to mark
         **extra,
     }
 
@@ -145,9 +157,27 @@ def _memories_page(
 
 @project_view()
 @require_GET
-@vary_on_headers("HX-Request")
 def user_page(request: ConsoleRequest, user_id: int) -> HttpResponse:
-    """The user page; asked by HTMX (the filters, a page of the list), the memory list."""
+    """The user's Overview tab: her counts, synopsis (loaded into its slot), rooms and
+    latest memories."""
+    project = request.project
+    end_user = end_user_of(request, user_id)
+    summary = user_summary_get(project=project, end_user=end_user)
+    recent = user_memories_page(
+        project=project, end_user=end_user, filters=MemoryFilters(), page=None, summary=summary
+    ).items[:RECENT]
+    rooms = user_rooms_get(project=project, end_user=end_user)
+    context = _context(
+        request, end_user, tab="overview", summary=summary, rooms=rooms, recent=recent
+    )
+    return render(request, OVERVIEW, context)
+
+
+@project_view()
+@require_GET
+@vary_on_headers("HX-Request")
+def user_memories(request: ConsoleRequest, user_id: int) -> HttpResponse:
+    """The Memories tab; asked by HTMX (the filters, a page of the list), the list."""
     project = request.project
     end_user = end_user_of(request, user_id)
     summary = user_summary_get(project=project, end_user=end_user)
@@ -155,14 +185,9 @@ def user_page(request: ConsoleRequest, user_id: int) -> HttpResponse:
     context = _context(request, end_user, summary=summary, filter_form=form, memories=page)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, f"{TEMPLATE}#memories", context)
-    rooms = user_rooms_get(project=project, end_user=end_user)
-    room = rooms[0].room if rooms else None
     default_mode = project_settings_get(project=project).search.default_mode
-    context.update(
-        rooms=rooms,
-        room=room,
-        messages=room_messages_page(project=project, room=room, page=None) if room else None,
-        search_form=SearchForm(initial={"mode": default_mode, "status": Memory.Status.ACTIVE}),
+    context["search_form"] = SearchForm(
+        initial={"mode": default_mode, "status": Memory.Status.ACTIVE}
     )
     return render(request, TEMPLATE, context)
 
@@ -178,8 +203,26 @@ def user_room(request: ConsoleRequest, user_id: int, room_id: int) -> HttpRespon
         raise Http404("The user has no memories in this room.")
     messages = room_messages_page(project=project, room=room, page=request.GET.get("page"))
     return render(
-        request, f"{TEMPLATE}#room", _context(request, end_user, room=room, messages=messages)
+        request,
+        "console/partials/room_messages.html",
+        _context(request, end_user, room=room, messages=messages),
     )
+
+
+@project_view()
+@require_GET
+def user_documents(request: ConsoleRequest, user_id: int) -> HttpResponse:
+    """The Documents tab: the documents uploaded for this user (scoped to her), newest
+    first, each linking to its page in the project's Documents."""
+    end_user = end_user_of(request, user_id)
+    documents = Document.objects.filter(project=request.project, end_user=end_user)
+    count = documents.count()
+    number = page_number(request.GET.get("page"), pages=max(1, -(-count // DOCUMENTS_PAGE)))
+    start = (number - 1) * DOCUMENTS_PAGE
+    rows = list(documents.order_by("-created_at", "-pk")[start : start + DOCUMENTS_PAGE])
+    page = Page(items=rows, number=number, count=count, size=DOCUMENTS_PAGE)
+    context = _context(request, end_user, tab="documents", documents=page)
+    return render(request, "console/user_documents.html", context)
 
 
 def _search_hits(
@@ -226,3 +269,9 @@ def user_search(request: ConsoleRequest, user_id: int) -> HttpResponse:
         mode, hits = _search_hits(project=request.project, end_user=end_user, form=form)
     context = _context(request, end_user, search_form=form, hits=hits, query=query, mode=mode)
     return render(request, f"{TEMPLATE}#search-results", context)
+
+
+urlpatterns: list[URLPattern] = [
+    path(f"{USER}memories/", user_memories, name="console-user-memories"),
+    path(f"{USER}documents/", user_documents, name="console-user-documents"),
+]

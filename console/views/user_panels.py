@@ -2,8 +2,9 @@
 their freshness; editors edit, lock, unlock and ask for a refresh) and the context
 preview (exactly what an agent would get for a query, and why).
 
-The user page loads each panel into its slot (``hx-trigger="load"``); each view answers
-with its panel (templates/console/partials/panel_*.html). Changes go through
+Each panel is a tab of the user's page (its URL, console/user_panel_tab.html) and answers
+HTMX with the panel alone (templates/console/partials/panel_*.html): the overview loads
+the synopsis into its slot, a form inside a panel replaces it. Changes go through
 the services the API uses, recorded as ``Actor.operator(username)``. The preview calls
 ``context_build`` with ``record_access=False``: an operator looking is not an agent
 using the memories, so nothing counts as an access or towards the user's savings.
@@ -11,6 +12,7 @@ using the memories, so nothing counts as an access or towards the user's savings
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,10 @@ from memories.services.synopsis import (
 PARTIALS = "console/partials"
 SYNOPSIS = f"{PARTIALS}/panel_synopsis.html"
 CONTEXT = f"{PARTIALS}/panel_context.html"
+# the preview's size stays bounded: a section lists its best few dropped candidates
+# (a user with thousands of memories drops thousands), the rest as a count
+DROPPED_SHOWN = 5
+REFRESH_WAIT_SECONDS = 120  # how long the panel polls for a refreshed synopsis
 QUERY_MAX_CHARS = 2_000  # asked by GET: the query string stays under MAX_QUERY_BYTES
 
 
@@ -62,6 +68,16 @@ def _base(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str,
 
 
 # --- the synopsis ----------------------------------------------------------------------
+
+
+def _panel(
+    request: ConsoleRequest, template: str, context: dict[str, Any], *, tab: str, status: int = 200
+) -> HttpResponse:
+    """The panel alone for HTMX, else the user's tab page around it."""
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, template, context, status=status)
+    page = {**context, "user_tab": tab, "section": "users", "panel_template": template}
+    return render(request, "console/user_panel_tab.html", page, status=status)
 
 
 def _duration(seconds: float) -> str:
@@ -107,7 +123,7 @@ def _synopsis_panel(
         ttls={part.part: _duration(part.ttl_seconds) for part in view.parts},
         **extra,
     )
-    return render(request, SYNOPSIS, context, status=status)
+    return _panel(request, SYNOPSIS, context, tab="synopsis", status=status)
 
 
 def _part(part: str) -> str:
@@ -119,8 +135,27 @@ def _part(part: str) -> str:
 @project_view()
 @require_GET
 def user_synopsis(request: ConsoleRequest, user_id: int) -> HttpResponse:
-    """The synopsis panel: both parts with their freshness against the project's TTLs."""
-    return _synopsis_panel(request, end_user_of(request, user_id))
+    """The synopsis panel: both parts with their freshness against the project's TTLs.
+    ``?since=<epoch seconds>`` (a refresh asked then): the panel keeps polling until a
+    part was generated after it, or REFRESH_WAIT_SECONDS passed."""
+    end_user = end_user_of(request, user_id)
+    since = _epoch(request.GET.get("since"))
+    if since is None:
+        return _synopsis_panel(request, end_user)
+    view = synopsis_get(end_user=end_user, refresh_on_access=False)
+    written = [p.generated_at.timestamp() for p in view.parts if p.generated_at is not None]
+    waiting = not any(stamp > since for stamp in written)
+    if waiting and time.time() - since < REFRESH_WAIT_SECONDS:
+        return _synopsis_panel(request, end_user, refreshing=True, since=int(since))
+    notice = "" if not waiting else "No new version yet: the worker may be busy; look again later."
+    return _synopsis_panel(request, end_user, notice=notice)
+
+
+def _epoch(raw: str | None) -> float | None:
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
 
 
 @project_view(edit=True)
@@ -196,6 +231,7 @@ def user_synopsis_refresh(request: ConsoleRequest, user_id: int) -> HttpResponse
         end_user,
         notice=f"Regeneration asked for: {', '.join(queued)}. A worker writes it.",
         refreshing=True,
+        since=int(time.time()) - 1,
     )
 
 
@@ -243,7 +279,12 @@ class SectionView:
     tokens: int
     percent: float  # of max_tokens: the width of its part of the bar
     items: list[ItemView]
-    dropped: list[ItemView]
+    dropped: list[ItemView]  # the best DROPPED_SHOWN of those left out
+    dropped_total: int
+
+    @property
+    def dropped_more(self) -> int:
+        return self.dropped_total - len(self.dropped)
 
 
 def _why(candidate: Any) -> str:
@@ -272,7 +313,10 @@ def _sections(result: ContextResult) -> list[SectionView]:
             tokens=section.tokens,
             percent=round(section.tokens * scale, 2),
             items=[_item(c) for c in section.items],
-            dropped=[_item(c, f"{why}; it was: {_why(c)}") for c, why in section.dropped],
+            dropped=[
+                _item(c, f"{why}; it was: {_why(c)}") for c, why in section.dropped[:DROPPED_SHOWN]
+            ],
+            dropped_total=len(section.dropped),
         )
         for section in result.sections
     ]
@@ -317,4 +361,4 @@ def user_context_preview(request: ConsoleRequest, user_id: int) -> HttpResponse:
         saving = round(100 * result.saved_tokens / full, 1) if full else 0.0
         context.update(result=result, sections=sections, saving_percent=saving)
     status = 422 if asked and not form.is_valid() else 200
-    return render(request, CONTEXT, context, status=status)
+    return _panel(request, CONTEXT, context, tab="context", status=status)

@@ -68,7 +68,7 @@ def url(name, owner, user, *rest):
     return reverse(name, args=[owner.project.pk, user.pk, *rest])
 
 
-def test_the_page_shows_who_she_is_her_rooms_and_her_memories(owner, editor, maria):
+def test_the_overview_shows_who_she_is_her_rooms_and_latest_memories(owner, editor, maria):
     response = editor.get(url("console-user", owner, maria))
     assert response.status_code == 200
     html = response.content.decode()
@@ -78,12 +78,22 @@ def test_the_page_shows_who_she_is_her_rooms_and_her_memories(owner, editor, mar
         assert badge in html
     assert "5 waiting for embedding" in html
     # her rooms, the most recently active first: garden, then kitchen
-    assert html.index(">\n      garden") < html.index(">\n      kitchen")
-    # the default room's messages (garden) and every memory of hers in the list
-    assert "The tomatoes are ripe" in html
+    assert html.index(">garden</a>") < html.index(">kitchen</a>")
+    assert html.count('<article class="memory') == 5  # the latest five
+    assert "Bob likes dogs" not in html
+    # the tabs, each its own URL; this one marked
+    tabs = html.split('aria-label="This user"', 1)[1].split("</nav>", 1)[0]
+    assert 'aria-current="page">Overview</a>' in tabs
+    for name in ("console-user-memories", "console-user-context", "console-user-synopsis"):
+        assert f'href="{url(name, owner, maria)}"' in tabs
+
+
+def test_the_memories_tab_lists_every_memory_and_searches_as_you_type(owner, editor, maria):
+    html = editor.get(url("console-user-memories", owner, maria)).content.decode()
     assert html.count('<article class="memory') == 5
     assert "Bob likes dogs" not in html
     assert 'hx-trigger="input changed delay:300ms, search"' in html
+    assert 'aria-current="page">Memories</a>' in html
 
 
 def test_a_room_fragment_lists_its_messages_in_order_with_role_and_time(owner, editor, maria):
@@ -138,7 +148,7 @@ def test_the_list_filters_by_kind_status_and_dates(owner, editor, maria):
     old.created_at = timezone.now() - timedelta(days=40)
     old.status = Memory.Status.ARCHIVED
     old.save()
-    page = url("console-user", owner, maria)
+    page = url("console-user-memories", owner, maria)
 
     def shown(**params):
         response = editor.get(page, params, **HTMX)
@@ -162,7 +172,9 @@ def test_the_list_filters_by_kind_status_and_dates(owner, editor, maria):
 
 def test_a_date_range_backwards_is_a_field_error_in_place(owner, editor, maria):
     response = editor.get(
-        url("console-user", owner, maria), {"start": "2025-05-02", "end": "2025-05-01"}, **HTMX
+        url("console-user-memories", owner, maria),
+        {"start": "2025-05-02", "end": "2025-05-01"},
+        **HTMX,
     )
     assert "to: Must be on or after the start date." in response.content.decode()
 
@@ -181,7 +193,7 @@ def test_the_list_is_paginated_newest_first(owner, editor, maria):
             for i in range(120)
         ],
     )
-    page = url("console-user", owner, maria)
+    page = url("console-user-memories", owner, maria)
     first = editor.get(page, {"kind": "fact"}, **HTMX).content.decode()
     assert "121 memories" in first and "page 1 of 3" in first
     assert "fact 119" in first and "fact 070" in first and "fact 069" not in first
@@ -302,25 +314,29 @@ def test_the_page_costs_the_same_queries_for_many_memories(
     _bulk(owner, many, 2_000)
     counts = {}
     for user in (few, many):
-        with CaptureQueriesContext(connection) as captured:
-            assert editor.get(url("console-user", owner, user)).status_code == 200
-        counts[user.external_id] = len(captured)
-    assert counts["few"] == counts["many"]
+        for tab in ("console-user", "console-user-memories"):
+            with CaptureQueriesContext(connection) as captured:
+                assert editor.get(url(tab, owner, user)).status_code == 200
+            counts[user.external_id, tab] = len(captured)
+    for tab in ("console-user", "console-user-memories"):
+        assert counts["few", tab] == counts["many", tab]
     with django_assert_max_num_queries(12):
         editor.get(url("console-user", owner, many))
+    with django_assert_max_num_queries(12):
+        editor.get(url("console-user-memories", owner, many))
     with django_assert_max_num_queries(8):
-        editor.get(url("console-user", owner, many), {"kind": "fact", "page": "5"}, **HTMX)
+        page = url("console-user-memories", owner, many)
+        editor.get(page, {"kind": "fact", "page": "5"}, **HTMX)
     with django_assert_max_num_queries(12):
         editor.get(url("console-user-search", owner, many), {"q": "memory 7", "mode": "keyword"})
 
 
-def test_the_older_rooms_of_a_user_of_many_rooms_are_in_a_list(owner, editor, maria):
+def test_the_overview_lists_her_ten_latest_rooms_and_counts_the_rest(owner, editor, maria):
     write(
         owner,
         *[{"user": "maria", "room": f"session-{i:02}", "content": f"hello {i}"} for i in range(10)],
     )
     html = editor.get(url("console-user", owner, maria)).content.decode()
-    tabs, older = html.split('<select aria-label="older rooms"', 1)
-    assert tabs.count('class="room-tab"') == 8
-    assert "4 older rooms…" in older  # 12 rooms: the 8 most recent are tabs
-    assert older.split("</select>")[0].count("<option value=") == 5  # a prompt, 4 rooms
+    rooms = html.split('id="rooms-title"', 1)[1].split("</section>", 1)[0]
+    assert rooms.count("<tr><td>") == 10
+    assert "2 older rooms" in rooms  # 12 rooms: the 10 most recent are listed

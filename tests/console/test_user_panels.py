@@ -98,10 +98,14 @@ def part_html(page, part):
 # --- the slots ---------------------------------------------------------------------------
 
 
-def test_the_user_page_loads_both_panels_into_their_slots(owner, editor, maria):
+def test_the_overview_loads_the_synopsis_and_each_panel_is_a_tab(owner, editor, maria):
     page = editor.get(url("console-user", owner, maria)).content.decode()
     assert f'hx-get="{url("console-user-synopsis", owner, maria)}" hx-trigger="load"' in page
-    assert f'hx-get="{url("console-user-context", owner, maria)}" hx-trigger="load"' in page
+    for name, tab in (("console-user-synopsis", "Synopsis"), ("console-user-context", "Context")):
+        whole = editor.get(url(name, owner, maria)).content.decode()
+        assert "<html" in whole and f'aria-current="page">{tab}</a>' in whole
+        alone = editor.get(url(name, owner, maria), **HTMX).content.decode()
+        assert "<html" not in alone and 'class="panel-head"' in alone
 
 
 # --- the synopsis ------------------------------------------------------------------------
@@ -191,7 +195,9 @@ def test_lock_and_unlock_are_recorded(owner, editor, maria):
     assert editor.post(lock, {"locked": "maybe"}).status_code == 400
 
 
-def test_a_refresh_queues_the_unlocked_parts(owner, editor, maria, redis_client):
+def test_a_refresh_queues_the_unlocked_parts(
+    owner, editor, maria, redis_client, django_capture_on_commit_callbacks
+):
     stored(maria)
     editor.post(url("console-user-synopsis-lock", owner, maria, "identity"), {"locked": "true"})
     redis_client.delete(*(QUEUED_FLAG.format(maria.pk, part) for part in ("identity", "context")))
@@ -199,7 +205,15 @@ def test_a_refresh_queues_the_unlocked_parts(owner, editor, maria, redis_client)
     assert "Regeneration asked for: context." in page
     assert redis_client.exists(QUEUED_FLAG.format(maria.pk, "context"))
     assert not redis_client.exists(QUEUED_FLAG.format(maria.pk, "identity"))
-    assert 'hx-trigger="load delay:4s"' in page  # the panel reads itself again
+    # the panel reads itself again until a part newer than the ask is written
+    since = int(re.search(r"\?since=(\d+)", page).group(1))
+    assert 'hx-trigger="load delay:3s"' in page
+    again = editor.get(url("console-user-synopsis", owner, maria), {"since": since}, **HTMX)
+    assert "?since=" in again.content.decode()  # nothing new yet: it keeps asking
+    with django_capture_on_commit_callbacks(execute=True):  # the cache follows the commit
+        stored(maria, context_age=timedelta(0))  # the worker's new version
+    done = editor.get(url("console-user-synopsis", owner, maria), {"since": since}, **HTMX)
+    assert "?since=" not in done.content.decode()
 
 
 def test_a_refresh_with_both_parts_locked_says_so(owner, editor, maria):
@@ -272,6 +286,9 @@ def test_the_preview_lists_what_was_dropped_and_why(owner, editor, maria):
     page = preview(editor, owner, maria, room=str(kitchen.pk), max_tokens="100").content.decode()
     assert 'class="dropped"' in page
     assert "over the section" in page  # the reason
+    # bounded: a section lists its best few dropped candidates, the rest as a count
+    assert page.count('<span class="tag status">dropped</span>') <= 5 * 4  # per section
+    assert re.search(r"and \d+ more dropped", page)
 
 
 def test_the_preview_records_no_access_and_no_savings(owner, viewer, maria):
