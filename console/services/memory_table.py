@@ -1,0 +1,291 @@
+"""The console's project-wide memory table: every memory of the project across users,
+newest first, filtered; and what an operator does to many of them at once.
+
+Pages are keyset pages in the API's order and with its cursor (memories.api.pagination:
+no OFFSET, so the millionth row costs what the first does), and the table counts its
+matches only up to SELECT_MAX + 1 (a LIMITed count: "more than 10,000", never an exact
+COUNT over a million rows). The text filter is a keyword match on the GIN-indexed
+document keyword search uses (memory_keyword_gin), a plain WHERE that combines with
+the other filters and keeps the newest-first order; memory_search ranks a top k by
+relevance, which neither pages nor lists every match.
+
+Every bulk change goes through the memories services, recorded as the operator's with
+the intent "bulk", in batches each locked (in pk order) and committed on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
+from django.db import models, transaction
+from django.db.models.expressions import RawSQL
+from rest_framework.exceptions import ValidationError
+
+from console.services.user_page import NOT_SHOWN, MemoryFilters
+from memories.api.pagination import UUID, newest_first
+from memories.models import SEARCH_CONFIG, Memory, MemoryQuerySet, Project, keyword_document_sql
+from memories.services.concurrency import memories_lock
+from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, _memory_document, chunked
+from memories.services.memories import memories_status_change, memory_update
+from memories.services.reembed import memories_reembed
+from memories.services.revisions import Actor
+from memories.services.trash import memories_trash
+
+TABLE_PAGE = 50
+SELECT_MAX = 10_000  # memories one bulk action may change ("all N matching")
+BATCH = 500  # memories locked and changed per transaction
+NEWEST = newest_first(pk=UUID)  # the API's list order, and its cursor
+INTENT = "bulk"
+
+
+class TableRefused(ValueError):
+    """A page or a selection the table cannot serve; the message names the field."""
+
+
+@dataclass
+class TableFilters(MemoryFilters):
+    """The table's filters ('' and None: any): the user page's kind, status and dates,
+    plus words, a user and a room (external ids) and one metadata key = value."""
+
+    text: str = ""
+    user: str = ""
+    room: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)  # contained: metadata @> {k: v}
+
+    def apply(self, queryset: MemoryQuerySet) -> MemoryQuerySet:
+        queryset = super().apply(queryset)
+        if self.user:
+            queryset = queryset.filter(end_user__external_id=self.user)
+        if self.room:
+            queryset = queryset.filter(room__external_id=self.room)
+        if self.metadata:  # the GIN index memory_metadata_gin serves @>
+            queryset = queryset.filter(metadata__contains=self.metadata)
+        if self.text:
+            words = SearchQuery(self.text, config=SEARCH_CONFIG, search_type="websearch")
+            # the keyword index's own expression, so that index serves the match
+            document = RawSQL(keyword_document_sql('"memories_memory"'), [], SearchVectorField())
+            queryset = queryset.annotate(keyword_document=document).filter(keyword_document=words)
+        return queryset
+
+
+def table_memories(*, project: Project, filters: TableFilters) -> MemoryQuerySet:
+    """The project's memories matching ``filters`` (any user, any status unless one is
+    asked for), unordered."""
+    return filters.apply(Memory.objects.for_project(project))
+
+
+@dataclass
+class TablePage:
+    """One page of the table: its rows (newest first), the cursors of the pages around
+    it (None: there is none), and how many match, counted up to SELECT_MAX + 1."""
+
+    rows: list[Memory]
+    matching: int
+    older: str | None  # goes back as ``after``
+    newer: str | None  # goes back as ``before``
+
+    @property
+    def more_than_max(self) -> bool:
+        return self.matching > SELECT_MAX
+
+
+def _cursor_values(cursor: str, name: str) -> list[Any]:
+    try:
+        return NEWEST.cursor_read(cursor)
+    except ValidationError:
+        message = f"{name}: not a page of this table; start again from the first page."
+        raise TableRefused(message) from None
+
+
+def table_page(
+    *, project: Project, filters: TableFilters, after: str = "", before: str = ""
+) -> TablePage:
+    """The page after the ``after`` cursor, the one before ``before``, or the first;
+    TableRefused for a cursor that is not one."""
+    matching = table_memories(project=project, filters=filters)
+    counted = matching.order_by()[: SELECT_MAX + 1].count()
+    rows = matching.with_external_ids().defer(*NOT_SHOWN)
+    if before:
+        values = _cursor_values(before, "before")
+        oldest_first = NEWEST.reversed()
+        newer = rows.filter(oldest_first.after(values)).order_by(*oldest_first.order_by)
+        found = list(newer[: TABLE_PAGE + 1])
+        page, newer_exists = found[:TABLE_PAGE][::-1], len(found) > TABLE_PAGE
+        older_exists = True
+    else:
+        if after:
+            rows = rows.filter(NEWEST.after(_cursor_values(after, "after")))
+        found = list(rows.order_by(*NEWEST.order_by)[: TABLE_PAGE + 1])
+        page, older_exists, newer_exists = found[:TABLE_PAGE], len(found) > TABLE_PAGE, bool(after)
+    return TablePage(
+        rows=page,
+        matching=counted,
+        older=NEWEST.cursor_of(page[-1]) if page and older_exists else None,
+        newer=NEWEST.cursor_of(page[0]) if page and newer_exists else None,
+    )
+
+
+def table_selection(
+    *, project: Project, filters: TableFilters, ids: list[uuid.UUID] | None
+) -> list[uuid.UUID]:
+    """The pks a bulk action takes: of ``ids``, those of the project; without ids, every
+    memory matching ``filters`` (TableRefused past SELECT_MAX)."""
+    if ids is not None:
+        chosen = Memory.objects.for_project(project).filter(pk__in=ids)
+        return list(chosen.order_by("pk").values_list("pk", flat=True))
+    matching = table_memories(project=project, filters=filters).order_by(*NEWEST.order_by)
+    found = list(matching.values_list("pk", flat=True)[: SELECT_MAX + 1])
+    if len(found) > SELECT_MAX:
+        raise TableRefused(
+            f"scope: more than {SELECT_MAX:,} memories match; narrow the filters "
+            f"(at most {SELECT_MAX:,} at a time)."
+        )
+    return found
+
+
+# --- bulk actions -----------------------------------------------------------------
+
+
+@dataclass
+class BulkOutcome:
+    """What a bulk action did: how many it changed, how many it skipped and why."""
+
+    done_label: str  # "archived", "pinned", ...
+    done: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> memories
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        if count:
+            self.skipped[reason] = self.skipped.get(reason, 0) + count
+
+    @property
+    def message(self) -> str:
+        """'37 archived, 2 skipped: already archived' (every reason, the largest first)."""
+        text = f"{self.done:,} {self.done_label}"
+        if not self.skipped:
+            return f"{text}."
+        reasons = sorted(self.skipped.items(), key=lambda item: -item[1])
+        total = sum(self.skipped.values())
+        if len(reasons) == 1:
+            return f"{text}, {total:,} skipped: {reasons[0][0]}."
+        parts = ", ".join(f"{count:,} {reason}" for reason, count in reasons)
+        return f"{text}, {total:,} skipped: {parts}."
+
+
+STATUS_REASONS = {"trashed": "in the trash", "proposed": "waiting for review"}
+
+
+def _status_reason(status: str, target: str) -> str:
+    return f"already {status}" if status == target else STATUS_REASONS.get(status, status)
+
+
+def _batched(ids: list[uuid.UUID], apply: Callable[[list[uuid.UUID]], None]) -> None:
+    for start in range(0, len(ids), BATCH):
+        with transaction.atomic():
+            apply(ids[start : start + BATCH])
+
+
+def _locked(project: Project, ids: list[uuid.UUID]) -> list[Memory]:
+    """The project's memories of ``ids``, locked FOR UPDATE in pk order (the caller's
+    transaction)."""
+    locked = memories_lock(Memory.objects.for_project(project).filter(pk__in=ids))
+    return list(Memory.objects.filter(pk__in=locked).order_by("pk"))
+
+
+def memories_archive_bulk(*, project: Project, ids: list[uuid.UUID], actor: Actor) -> BulkOutcome:
+    """Archive the active ones (kept, out of the buffer and contexts); the others skipped."""
+    outcome = BulkOutcome("archived")
+
+    def archive(batch: list[uuid.UUID]) -> None:
+        active = []
+        for memory in _locked(project, batch):
+            if memory.status == Memory.Status.ACTIVE:
+                active.append(memory)
+            else:
+                outcome.skip(_status_reason(memory.status, Memory.Status.ARCHIVED))
+        if active:
+            memories_status_change(
+                memories=active, status="archived", action="archive", actor=actor, intent=INTENT
+            )
+        outcome.done += len(active)
+
+    _batched(ids, archive)
+    return outcome
+
+
+def memories_pin_bulk(
+    *, project: Project, ids: list[uuid.UUID], actor: Actor, pinned: bool
+) -> BulkOutcome:
+    """Pin (never pruned, importance counts as 1) or unpin; those already so skipped."""
+    outcome = BulkOutcome("pinned" if pinned else "unpinned")
+
+    def pin(batch: list[uuid.UUID]) -> None:
+        for memory in _locked(project, batch):
+            if memory.pinned == pinned:
+                outcome.skip(f"already {outcome.done_label}")
+                continue
+            memory_update(memory=memory, changes={"pinned": pinned}, actor=actor, intent=INTENT)
+            outcome.done += 1
+
+    _batched(ids, pin)
+    return outcome
+
+
+def memories_forget_bulk(*, project: Project, ids: list[uuid.UUID], actor: Actor) -> BulkOutcome:
+    """Move them to the trash (undo there until pruning.trash_days have passed)."""
+    outcome = BulkOutcome("moved to the trash")
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start : start + BATCH]
+        moved = memories_trash(project=project, ids=batch, actor=actor, intent=INTENT)
+        outcome.done += moved
+        outcome.skip("already in the trash", len(batch) - moved)
+    return outcome
+
+
+def memories_reembed_bulk(*, project: Project, ids: list[uuid.UUID]) -> BulkOutcome:
+    """Queue them for the embedding workers again (their vectors computed anew)."""
+    outcome = BulkOutcome("queued for embedding")
+    outcome.done = memories_reembed(project=project, ids=ids)
+    outcome.skip("already waiting for the workers", len(ids) - outcome.done)
+    return outcome
+
+
+def table_action(
+    *, project: Project, action: str, ids: list[uuid.UUID], actor: Actor
+) -> BulkOutcome:
+    """Run one of ACTIONS on the project's memories ``ids``."""
+    if action == "archive":
+        return memories_archive_bulk(project=project, ids=ids, actor=actor)
+    if action in ("pin", "unpin"):
+        return memories_pin_bulk(project=project, ids=ids, actor=actor, pinned=action == "pin")
+    if action == "forget":
+        return memories_forget_bulk(project=project, ids=ids, actor=actor)
+    if action == "reembed":
+        return memories_reembed_bulk(project=project, ids=ids)
+    raise TableRefused(f"action: not one of {', '.join(ACTIONS)}.")
+
+
+ACTIONS = ("archive", "pin", "unpin", "forget", "reembed")
+
+
+def table_export_lines(*, project: Project, ids: list[uuid.UUID]) -> Iterator[str]:
+    """The memories as JSON Lines, oldest first, each as a user's or room's export writes
+    it (memories.services.exports), read CHUNK_SIZE at a time."""
+    rows = (
+        Memory.objects.for_project(project)
+        .filter(pk__in=ids)
+        .order_by("created_at", "public_id")
+        .values(*MEMORY_FIELDS)
+        .annotate(
+            user_external_id=models.F("end_user__external_id"),
+            room_external_id=models.F("room__external_id"),
+            agent_external_id=models.F("agent__external_id"),
+        )
+    )
+    for chunk in chunked(rows.iterator(chunk_size=CHUNK_SIZE)):
+        yield "".join(json.dumps(_memory_document(row), ensure_ascii=False) + "\n" for row in chunk)
