@@ -90,7 +90,9 @@ def test_the_user_pages_synopsis_and_context_preview(editor_page: Any, owner, ma
     row = Synopsis.objects.get(end_user=maria)
     assert row.context_locked and row.context_edited_by == "operator:erin"
 
-    # the context preview, for the kitchen conversation
+    # the context preview (its own tab), for the kitchen conversation
+    page.get_by_role("navigation", name="This user").get_by_role("link", name="Context").click()
+    page.wait_for_url(f"**/users/{maria.pk}/context/")
     panel = page.locator("#context-panel")
     panel.locator("textarea[name=query]").fill("What is her cat called?")
     panel.locator("select[name=room]").select_option(label="kitchen")
@@ -109,7 +111,6 @@ def test_the_user_pages_synopsis_and_context_preview(editor_page: Any, owner, ma
     panel.screenshot(path=str(SCREENSHOTS / "panels-context-preview.png"))
 
     page.set_viewport_size(PHONE)
-    page.locator("#synopsis-panel").scroll_into_view_if_needed()
     screenshot(page, "panels-user-page-phone")
 
 
