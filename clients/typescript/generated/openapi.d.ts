@@ -192,6 +192,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/llm-usage/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description The project's LLM tokens this month, its monthly token budget, whether it is
+         *     spent (the workers then use the offline methods) and when it resets.
+         */
+        get: operations["v1_llm_usage_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/memories/": {
         parameters: {
             query?: never;
@@ -1602,6 +1622,25 @@ export interface components {
              */
             monthly_token_budget: number;
         };
+        LlmUsageOutput: {
+            /** @description The calendar month counted (UTC), YYYY-MM. */
+            month: string;
+            /** @description Prompt + completion tokens of the project's recorded LLM calls this month (a failed call without a usage counts 0). */
+            tokens: number;
+            /** @description The setting `llm.monthly_token_budget`; 0: no limit. */
+            budget: number;
+            /** @description Tokens left this month; null without a limit. */
+            remaining: number | null;
+            /** @description The budget is reached: until `resets_at` the workers summarize, extract facts and write synopses with the offline methods (writes never fail). */
+            spent: boolean;
+            /**
+             * Format: date-time
+             * @description When the count starts over: the first of next month, 00:00 UTC.
+             */
+            resets_at: string;
+            /** @description An LLM endpoint is configured on the server (LLM_BASE_URL); without one the offline methods run whatever the budget. */
+            llm_configured: boolean;
+        };
         MemoryBatchInputRequest: {
             memories: components["schemas"]["MemoryInputRequest"][];
         };
@@ -1710,6 +1749,7 @@ export interface components {
             /** Format: uuid */
             readonly memory_id: string;
             action: components["schemas"]["ActionEnum"];
+            intent?: string;
             actor_type: components["schemas"]["ActorTypeEnum"];
             actor: string;
             before?: unknown;
@@ -3479,6 +3519,74 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Over the API key's rate limit (the project's `limits`). */
+            429: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description PostgreSQL or Redis unreachable. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    v1_llm_usage_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LlmUsageOutput"];
+                };
+            };
+            /** @description Invalid input: each message under the field it names. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FieldErrors"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or the query string is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooLargeError"];
                 };
             };
             /** @description Over the API key's rate limit (the project's `limits`). */
