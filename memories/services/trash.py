@@ -54,13 +54,17 @@ def memories_trash(
 def memories_untrash(*, project: Project, ids: Iterable[uuid.UUID], actor: Actor) -> int:
     """Take the project's trashed memories with these pks out of the trash, each back
     to the status it had before (its last ``trash`` revision's), recorded as an update
-    with the intent "undo"; returns how many came back."""
+    with the intent "undo"; returns how many came back. Only within the grace: one
+    trashed longer than ``pruning.trash_days`` ago stays for the purge. Nothing else
+    needs restoring: a trashed memory keeps its text, metadata and vectors."""
     wanted = list(ids)
 
     def untrash() -> int:
         if not owners_share_lock(project_id=project.pk):
             return 0
-        queryset = Memory.objects.for_project(project).filter(pk__in=wanted, status=TRASHED)
+        queryset = Memory.objects.for_project(project).filter(
+            pk__in=wanted, status=TRASHED, updated_at__gte=_cutoff(project=project)
+        )
         memories = list(Memory.objects.filter(pk__in=memories_lock(queryset)).order_by("pk"))
         previous = _statuses_before_trash(project=project, memories=memories)
         by_status: dict[str, list[Memory]] = {}
@@ -155,7 +159,11 @@ def trash_count(*, project: Project) -> int:
     return Memory.objects.for_project(project).filter(status=TRASHED).count()
 
 
+def _cutoff(*, project: Project) -> datetime:
+    """Memories trashed before this are past the grace."""
+    return timezone.now() - timedelta(days=project_settings_get(project=project).pruning.trash_days)
+
+
 def _expired(*, project: Project) -> Any:
-    days = project_settings_get(project=project).pruning.trash_days
-    cutoff = timezone.now() - timedelta(days=days)
+    cutoff = _cutoff(project=project)
     return Memory.objects.for_project(project).filter(status=TRASHED, updated_at__lt=cutoff)

@@ -9,12 +9,13 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from memories.models import EndUser, Memory, MemoryRevision, content_hash
+from memories.models import Embedding, EndUser, Memory, MemoryRevision, content_hash
 from memories.services.configuration import project_settings_update
 from memories.services.pruning import prune_run, pruning_due
 from memories.services.revisions import Actor
 from memories.services.search import SearchFilters, memory_search
 from memories.services.trash import memories_trash, memories_untrash, trash_count, trash_purge
+from tests.conftest import embed_pending
 
 ANNA = Actor.operator("anna")
 SYSTEM = Actor.system("prune")
@@ -108,3 +109,17 @@ def test_the_grace_is_the_projects_setting(owner):
     )
     assert trash_purge(project=owner.project, actor=SYSTEM) == 1
     assert status_of(memory) is None
+
+
+def test_the_undo_works_only_within_the_grace_and_keeps_the_vectors(owner):
+    late, early = memories_of(owner.project, ("too late", "active"), ("in time", "active"))
+    Memory.objects.filter(pk__in=[late.pk, early.pk]).update(embedding_status="pending")
+    assert embed_pending() == 2
+    vectors = list(Embedding.objects.filter(memory=early).values_list("pk", flat=True))
+    assert vectors
+    memories_trash(project=owner.project, ids=[late.pk, early.pk], actor=ANNA)
+    Memory.objects.filter(pk=late.pk).update(updated_at=timezone.now() - timedelta(days=8))
+    assert memories_untrash(project=owner.project, ids=[late.pk, early.pk], actor=ANNA) == 1
+    assert (status_of(late), status_of(early)) == ("trashed", "active")
+    assert list(Embedding.objects.filter(memory=early).values_list("pk", flat=True)) == vectors
+    assert keyword_hits(owner.project, "time") == [early.pk]
