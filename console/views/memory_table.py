@@ -112,7 +112,7 @@ def _context(request: ConsoleRequest, data: Any, **extra: Any) -> dict[str, Any]
         "page": page,
         "after": after,
         "before": before,
-        "select_max": SELECT_MAX,
+        "select_max_text": f"{SELECT_MAX:,}",
         **extra,
     }
 
