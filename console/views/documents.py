@@ -201,9 +201,11 @@ def document_detail(request: ConsoleRequest, document_id: uuid.UUID) -> HttpResp
         "chunk_status": status,
         "staged": chunks_of(document).filter(status=Memory.Status.STAGED).count(),
         "chunks": Page(items=rows, number=number, count=count, size=CHUNKS_PAGE),
+        "in_flight": document.status in Document.UNFINISHED,
     }
     if request.htmx and not request.htmx.history_restore_request:
-        return render(request, f"{DETAIL}#chunks", context)
+        part = "document-live" if request.htmx.target == "document-live" else "chunks"
+        return render(request, f"{DETAIL}#{part}", context)
     return render(request, DETAIL, context)
 
 

@@ -86,6 +86,21 @@ def test_an_upload_is_queued_then_followed_until_done(owner, editor):
     assert f"<small>{done}/{done}</small>" in listing and 'aria-valuenow="100"' in listing
 
 
+def test_a_documents_page_follows_its_ingestion_until_done(owner, editor):
+    post_file(editor, owner, "guide.md", files.markdown_bytes(), title="Guide")
+    document = Document.objects.get()
+    page_url = url("console-document", owner, document.pk)
+    page = editor.get(page_url).content.decode()
+    assert 'id="document-live" hx-get=' in page and 'hx-trigger="every 2s"' in page
+    assert "0/0 chunks embedded" in page
+    ingest_now(document.pk)
+    live = {"HTTP_HX_TARGET": "document-live", **HTMX}
+    again = editor.get(page_url, **live).content.decode()
+    assert "<html" not in again and 'data-in-flight="false"' in again  # it stops asking
+    done = Document.objects.get().chunks_total
+    assert f"{done}/{done} chunks embedded" in again and "doc-status-done" in again
+
+
 def test_the_same_bytes_again_are_recognised(owner, editor):
     post_file(editor, owner, "guide.md", files.markdown_bytes())
     again = post_file(editor, owner, "copy.md", files.markdown_bytes())
