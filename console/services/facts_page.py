@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import Case, IntegerField, Q, Value, When
 
-from console.services.user_page import NOT_SHOWN, Page, page_number
+from console.services.user_page import Page, page_number
 from memories.api.serializers import MemoryUpdateSerializer
 from memories.models import EndUser, Memory, Project
 from memories.services.memories import memory_update
@@ -113,7 +113,7 @@ def facts_page(
     number = page_number(page, pages=max(1, -(-count // FACTS_PAGE)))
     start = (number - 1) * FACTS_PAGE
     rows = list(
-        queryset.defer(*NOT_SHOWN)
+        queryset.defer("search_vector")  # content_json and source_ids are shown
         .annotate(kind_order=_kind_order())
         .order_by("kind_order", "-created_at", "-id")[start : start + FACTS_PAGE]
     )
@@ -179,7 +179,7 @@ def _chains(*, project: Project, memories: Sequence[Memory]) -> dict[uuid.UUID, 
         older = Memory.objects.for_project(project).filter(
             public_id__in=_uuids(list(wanted.values()))
         )
-        by_public = {str(m.public_id): m for m in older.defer(*NOT_SHOWN)}
+        by_public = {str(m.public_id): m for m in older.defer("search_vector")}
         tips = {}
         for pk, public in wanted.items():
             previous = by_public.get(public)
