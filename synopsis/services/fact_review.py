@@ -23,10 +23,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
-
 from memories.config import FactSettings
-from memories.models import EndUser, Memory, Project
+from memories.models import EndUser, Memory, MemoryQuerySet, Project
 from memories.services.concurrency import deadlock_retried, memories_lock, owners_share_lock
 from memories.services.configuration import project_settings_get
 from memories.services.memories import memory_update
@@ -44,7 +42,7 @@ BULK_MAX = 500  # proposals one bulk accept or reject may name
 EDITABLE = ("content", "confidence", "content_json")  # what an edit before accepting changes
 
 
-def proposals_pending(*, project: Project) -> QuerySet[Memory]:
+def proposals_pending(*, project: Project) -> MemoryQuerySet:
     """The project's proposals waiting in the review inbox (every user's)."""
     return Memory.objects.filter(
         project=project, status=Memory.Status.PROPOSED, kind__in=FACT_KINDS
