@@ -10,6 +10,7 @@ from console.views import (
     auth,
     documents,
     embedding,
+    exports,
     facts,
     inbox,
     jobs,
@@ -104,6 +105,7 @@ urlpatterns = [
 # with console.paths' prefixes)
 for module in (
     user_page,
+    exports,
     jobs,
     usage,
     memory_table,
