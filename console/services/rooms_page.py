@@ -129,6 +129,24 @@ class SummaryView:
     def superseded(self) -> bool:
         return self.memory.status == Memory.Status.SUPERSEDED
 
+    @property
+    def first_at(self) -> datetime | None:
+        """When the first turn it condensed was said (its metadata's)."""
+        return _when(self.memory.metadata.get("first_message_at"))
+
+    @property
+    def last_at(self) -> datetime | None:
+        return _when(self.memory.metadata.get("last_message_at"))
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
 
 def summaries_page(*, project: Project, room: Room, page: str | None) -> Page:
     """A page of the room's summaries, newest first (superseded ones included)."""

@@ -89,7 +89,8 @@ def _context(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[s
 def user_facts(request: ConsoleRequest, user_id: int) -> HttpResponse:
     """The tab; asked by HTMX (a filter, a page), the list alone."""
     end_user = _end_user(request, user_id)
-    form = FactFilterForm(request.GET or None)
+    # unbound: the default filter (active), shown as such in its select
+    form = FactFilterForm(request.GET or None, initial={"status": Memory.Status.ACTIVE})
     facts = facts_page(
         project=request.project,
         end_user=end_user,
