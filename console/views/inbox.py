@@ -6,6 +6,7 @@ synopsis/services/fact_review.py as the operator, recorded with the intent "revi
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -56,11 +57,19 @@ def _context(request: ConsoleRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _counted(request: ConsoleRequest, response: HttpResponse, count: int) -> HttpResponse:
+    """The response tells the page the count for its title (the event inboxCount)."""
+    title = f"{request.project.name}: review ({count}) · MemoryHub"  # base.html's form
+    response["HX-Trigger"] = json.dumps({"inboxCount": {"count": count, "title": title}})
+    return response
+
+
 def _render_list(request: ConsoleRequest, **extra: Any) -> HttpResponse:
     inbox = inbox_page(project=request.project, page=request.GET.get("page"))
     context = _context(request, inbox=inbox, **extra)
     if request.htmx and not request.htmx.history_restore_request:
-        return render(request, f"{TEMPLATE}#inbox-list", context)
+        response = render(request, f"{TEMPLATE}#inbox-list", context)
+        return _counted(request, response, inbox.count)
     return render(request, TEMPLATE, context)
 
 
@@ -84,13 +93,10 @@ def _row(
     """The proposal's row as it is now, with the inbox's count (out of band)."""
     if not request.htmx:  # a plain form post: back to the list
         return redirect("console-inbox", project_id=request.project.pk)
-    context = _context(
-        request,
-        item=_proposal(request, memory_id),
-        count=inbox_count(project=request.project),
-        **extra,
-    )
-    return render(request, f"{ROWS}/row.html", context, status=status)
+    count = inbox_count(project=request.project)
+    context = _context(request, item=_proposal(request, memory_id), count=count, **extra)
+    response = render(request, f"{ROWS}/row.html", context, status=status)
+    return _counted(request, response, count)
 
 
 @project_view()

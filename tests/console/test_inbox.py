@@ -4,6 +4,7 @@ at once; errors in place; viewers read only; another project's proposals are 404
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -102,6 +103,10 @@ def test_accept_answers_in_place_and_reaches_the_api(owner, editor, proposals):
     assert "<tr" in html and "<html" not in html  # the row alone
     assert "Accepted: active now." in html
     assert 'id="inbox-count" hx-swap-oob="true">2<' in html
+    assert json.loads(response["HX-Trigger"])["inboxCount"] == {
+        "count": 2,
+        "title": "owner: review (2) · MemoryHub",
+    }
     assert status_of(jazz) == "active"
     assert review_steps(jazz) == [("update", "erin")]
     listed = owner.client.get("/api/v1/memories/", {"user": "bob", "kind": "fact"}).json()
