@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from console.forms import ApiKeyCreateForm, SettingsSectionForm
+from console.services.activity import snapshot_diff
 from console.services.overview import (
     DayCount,
     project_overview,
@@ -165,6 +166,8 @@ def _settings_forms(request: ConsoleRequest, bound: SettingsSectionForm | None =
         else:
             forms.append(SettingsSectionForm(section=section, initial=values[section]))
         forms[-1].overrides = set((project.settings or {}).get(section, {}))
+        for name, entry in forms[-1].schema.items():  # what a reset gives back
+            forms[-1].fields[name].default_value = entry["default"]  # type: ignore[attr-defined]
     return forms
 
 
@@ -174,18 +177,38 @@ def _settings_page(
     bound: SettingsSectionForm | None = None,
     saved: str = "",
     status: int = 200,
+    notice: str = "",
 ) -> HttpResponse:
     project = request.project
     forms = _settings_forms(request, bound)
-    context: dict[str, Any] = {"forms": forms, "saved": saved, "section": "settings"}
+    context: dict[str, Any] = {
+        "forms": forms,
+        "saved": saved,
+        "notice": notice,
+        "section": "settings",
+        "revisions": _recent_changes(project),
+    }
     if request.htmx and bound is not None:
         context["form"] = next(form for form in forms if form.section == bound.section)
+        context["recent_oob"] = bool(saved)  # the recent changes, swapped in by HTMX
         return render(request, "console/settings.html#section", context, status=status)
     context |= embedding_card_context(request)
-    context["revisions"] = SettingsRevision.objects.filter(
-        project=project, room__isnull=True
-    ).order_by("-created_at", "-pk")[:10]
     return render(request, "console/settings.html", context, status=status)
+
+
+RECENT_CHANGES = 10
+
+
+def _recent_changes(project: Any) -> list[dict[str, Any]]:
+    """The project's last settings changes, each with its changed settings (before and
+    after: the overrides; none, the default)."""
+    revisions = SettingsRevision.objects.filter(project=project, room__isnull=True).order_by(
+        "-created_at", "-pk"
+    )[:RECENT_CHANGES]
+    return [
+        {"revision": revision, "changes": snapshot_diff(revision.before, revision.after)}
+        for revision in revisions
+    ]
 
 
 @project_view()
@@ -198,10 +221,13 @@ def project_settings(request: ConsoleRequest) -> HttpResponse:
 @project_view(edit=True)
 def project_settings_section(request: ConsoleRequest, section: str) -> HttpResponse:
     """Save one section through the API's service (recorded as a SettingsRevision);
-    invalid values come back in place with their errors (422)."""
+    invalid values come back in place with their errors (422). ``reset=<name>``
+    instead: put that setting back to its default."""
     project = request.project
     if section not in settings_schema():
         return HttpResponse("No such section.", status=404)
+    if "reset" in request.POST:
+        return _setting_reset(request, section, request.POST["reset"])
     values = settings_as_dict(project_settings_get(project=project))[section]
     form = SettingsSectionForm(request.POST, section=section, initial=values)
     if form.is_valid() and form.changed_data:
@@ -220,3 +246,25 @@ def project_settings_section(request: ConsoleRequest, section: str) -> HttpRespo
     values = settings_as_dict(project_settings_get(project=project))[section]
     fresh = SettingsSectionForm(section=section, initial=values)
     return _settings_page(request, bound=fresh, saved=saved)
+
+
+def _setting_reset(request: ConsoleRequest, section: str, name: str) -> HttpResponse:
+    """Remove the project's override of ``section.name`` (back to its default) through
+    the API's service: a null value in a PATCH, recorded as a SettingsRevision."""
+    project = request.project
+    if name not in settings_schema()[section]:
+        values = settings_as_dict(project_settings_get(project=project))[section]
+        form = SettingsSectionForm(request.POST, section=section, initial=values)
+        form.is_valid()
+        form.add_error(None, f"reset: {section} has no setting {name[:100]!r}.")
+        return _settings_page(request, bound=form, status=422)
+    was_set = name in (project.settings or {}).get(section, {})
+    project_settings_update(
+        project=project,
+        changes={section: {name: None}},
+        actor=Actor.operator(request.user.get_username()),
+    )
+    values = settings_as_dict(project_settings_get(project=project))[section]
+    fresh = SettingsSectionForm(section=section, initial=values)
+    notice = f"{section}.{name} is back at its default." if was_set else ""
+    return _settings_page(request, bound=fresh, saved=section if was_set else "", notice=notice)
