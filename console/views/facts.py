@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -73,7 +73,11 @@ class FactFilterForm(forms.Form):
 
 
 def _context(request: ConsoleRequest, end_user: EndUser, **extra: Any) -> dict[str, Any]:
+    ids = [request.project.pk, end_user.pk]
     return {
+        # a row's URLs are these plus its ids (FACT below): reversed once, not per row
+        "facts_base": reverse("console-user-facts", args=ids),
+        "rooms_base": reverse("console-user-rooms", args=ids),
         "project": request.project,
         "can_edit": request.can_edit,
         "end_user": end_user,

@@ -94,6 +94,11 @@ def test_the_tab_shows_facts_as_what_they_are(owner, editor, maria):
     turn = Memory.objects.get(project=owner.project, content="Big news: I moved to Porto.")
     room_view = url("console-user-room-view", owner, maria, turn.room_id)
     assert f'href="{room_view}?turn={turn.pk}#turn-{turn.pk}"' in html
+    # the row's actions (built from one reversed prefix) are the named URLs
+    for name in ("console-user-fact-edit", "console-user-fact-forget"):
+        assert url(name, owner, maria, porto.pk) in html
+    goal = fact(owner, "Run a marathon")
+    assert url("console-user-fact-goal", owner, maria, goal.pk) in html
 
 
 def test_the_filters(owner, editor, maria):

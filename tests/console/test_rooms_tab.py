@@ -117,6 +117,8 @@ def test_the_summaries_chain_with_the_turns_each_covers(owner, editor, room, mar
     covered = Memory.objects.filter(public_id__in=newest.source_ids).order_by("created_at")
     assert [m.content[:7] for m in covered] == ["Turn 6:", "Turn 7:"]
     assert "Turn 6:" in turns and "Turn 7:" in turns and "Turn 5:" not in turns
+    chain = editor.get(url("console-user-room-summaries", owner, maria, room.pk), {"page": "1"})
+    assert chain.content.decode().count("data-summary=") == 4
     other = Room.objects.create(project=owner.project, external_id="elsewhere")
     stray = url("console-user-room-summary-turns", owner, maria, other.pk, newest.pk)
     assert editor.get(stray).status_code == 404
