@@ -37,7 +37,11 @@ FILTER_PARAMETERS = [
     OpenApiParameter("room", str, description="Room external id"),
     OpenApiParameter("kind", str, many=True, description="One or more kinds"),
     OpenApiParameter(
-        "status", str, description="active (default for list), archived, superseded, pruned"
+        "status",
+        str,
+        description="active (default for list), archived, superseded, pruned, staged, "
+        "trashed (forgotten in the console, restorable for pruning.trash_days), proposed "
+        "(waiting in the review inbox: facts.review)",
     ),
     OpenApiParameter("category", str, description="Facts of this category"),
     OpenApiParameter("goal_status", str, description="Goals: open, done or abandoned"),
