@@ -18,6 +18,7 @@ import dj_database_url
 from memories.providers.embedding_runtimes import DEFAULT_RUNTIME
 from memoryhub import embedded
 from memoryhub.env import dotenv_load, env_bool, env_float, env_int, env_list
+from memoryhub.replicas import replica_databases
 from memoryhub.schedule import celery_queues_and_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -106,6 +107,22 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
     "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
 )
+# streaming read replicas for the read path (memoryhub/db_router.py): searches, contexts,
+# lists and console pages read from them; writes, transactions and workers never do
+DATABASES.update(
+    replica_databases(
+        env_list("DATABASE_REPLICA_URLS", ""),
+        conn_max_age=DATABASES["default"]["CONN_MAX_AGE"],
+        timeout=env_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2),
+    )
+)
+DATABASE_REPLICAS = [alias for alias in DATABASES if alias != "default"]
+DATABASE_ROUTERS = ["memoryhub.db_router.ReplicaRouter"] if DATABASE_REPLICAS else []
+if DATABASE_REPLICAS:  # after the request limits, before the session is read
+    MIDDLEWARE.insert(3, "memoryhub.db_router.ReadPathMiddleware")
+DATABASE_READ_YOUR_WRITES_SECONDS = env_float("DATABASE_READ_YOUR_WRITES_SECONDS", 5.0)
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 5.0)
+DATABASE_REPLICA_RETRY_SECONDS = env_float("DATABASE_REPLICA_RETRY_SECONDS", 5.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker and cache ---------------------------------------------------------

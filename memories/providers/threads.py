@@ -34,7 +34,9 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connections
+
+from memories.providers.read_database import current_database, on_database
 
 logger = logging.getLogger(__name__)
 
@@ -79,14 +81,15 @@ class StepThreads:
     def __init__(self, name: str, count: Callable[[], int]) -> None:
         self.name, self.count = name, count
         self._lock = threading.Lock()
-        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] | None
+        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any], str] | None] | None
         self._tasks = None
         self._threads: list[threading.Thread] = []
 
     def submit(self, step: Callable[[], T]) -> Future[tuple[T, float]]:
         """``step`` run on one of the threads: its result and its milliseconds."""
         done: Future[tuple[T, float]] = Future()
-        self._tasks_get().put((step, done))
+        # on the caller's database: a search on a read replica runs its steps there too
+        self._tasks_get().put((step, done, current_database()))
         return done
 
     def close(self) -> None:
@@ -102,7 +105,7 @@ class StepThreads:
         for thread in threads:
             thread.join()
 
-    def _tasks_get(self) -> queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]:
+    def _tasks_get(self) -> queue.SimpleQueue[tuple[Callable[[], Any], Future[Any], str] | None]:
         with self._lock:
             if self._tasks is None:
                 self._tasks = queue.SimpleQueue()
@@ -118,17 +121,19 @@ class StepThreads:
             return self._tasks
 
 
-def _serve(tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]) -> None:
+def _serve(tasks: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any], str] | None]) -> None:
     thread_priority_lower()
     try:
         while (task := tasks.get()) is not None:
-            step, done = task
+            step, done, database = task
             # a connection broken since the last step (a restarted server) is replaced
             close_old_connections()
             start = time.perf_counter()
             try:
-                done.set_result((step(), (time.perf_counter() - start) * 1000))
+                with on_database(database):
+                    result = step()
+                done.set_result((result, (time.perf_counter() - start) * 1000))
             except BaseException as error:  # the submitting thread re-raises it
                 done.set_exception(error)
     finally:
-        connection.close()
+        connections.close_all()  # the replica's too

@@ -22,6 +22,7 @@ from typing import ParamSpec, Protocol, TypeVar
 from django.conf import settings
 from django.db import connection
 
+from memories.providers.read_database import on_database, read_database
 from memories.providers.threads import StepThreads, search_nice
 
 
@@ -109,7 +110,8 @@ def search_threads_close() -> None:
 def slotted(function: Callable[P, R]) -> Callable[P, R]:
     """``function`` run in a search slot, on one of the slots' lowered threads when
     SEARCH_NICE is set (threads.py; on the caller's thread inside a transaction, whose
-    uncommitted rows another connection could not see); its result's timings_ms gain
+    uncommitted rows another connection could not see), on the database the request's
+    reads go to (a read replica or the primary); its result's timings_ms gain
     ``search_wait``, which its ``total`` then includes."""
 
     @functools.wraps(function)
@@ -117,7 +119,8 @@ def slotted(function: Callable[P, R]) -> Callable[P, R]:
         waited: dict[str, float] = {}
         # the search threads are as many as the slots: with no bound (0), none
         threaded = int(settings.SEARCH_CONCURRENCY) > 0 and search_nice()
-        with search_slot(waited):
+        # on a read replica when the request's reads go to one (read_database.py)
+        with search_slot(waited), on_database(read_database()):
             if threaded and not connection.in_atomic_block:
                 step = functools.partial(function, *args, **kwargs)
                 result = _searches.submit(step).result()[0]
