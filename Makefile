@@ -8,7 +8,7 @@ LOCOMO ?= ../shared/data/locomo-dev.json
 BEAM ?= ../beam
 BEAM_SIZE ?= 100K
 
-.PHONY: run test mpnet lint bench bench-quick bench-long locomo context-eval beam clean
+.PHONY: run test mpnet lint bench bench-quick bench-long locomo context-eval beam compare clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,9 @@ context-eval: $(STAMP)  ## context quality vs the last turns and search: LoCoMo,
 
 beam: $(STAMP)  ## BEAM retrieval quality per mode (fetch BEAM yourself; BEAM=DIR BEAM_SIZE=100K CONVERSATIONS=11-20)
 	$(PY) bench/evaluate.py $(BEAM) --size $(BEAM_SIZE) $(if $(CONVERSATIONS),--conversations $(CONVERSATIONS))
+
+compare: $(STAMP)  ## MemoryHub beside mem0 and Hindsight on LoCoMo, one run (their venvs built the first time; LOCOMO=FILE.json)
+	$(PY) bench/compare_hindsight.py --locomo $(LOCOMO)
 
 clean:  ## remove the embedded databases (all local data!) and the virtualenv
 	rm -rf var $(VENV)

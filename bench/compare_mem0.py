@@ -16,7 +16,7 @@ and the same PostgreSQL + pgvector server:
 
 1. mem0 gets its own virtualenv under the scratch folder (default var/mem0-bench/;
    everything in it but venv/ is deleted at the start; the venv is reused while its
-   pinned versions match; bench/mem0_venv.py): CPU torch first, then mem0ai (pinned,
+   pinned versions match; bench/mem0_side.py): CPU torch first, then mem0ai (pinned,
    MEM0_VERSION) with the same sentence-transformers, transformers and model package
    as ours, and psycopg 3 with its pool for mem0's pgvector store.
 2. A MemoryHub hub (`manage.py hub --no-demo`, bench/stack.py) starts on
@@ -184,15 +184,17 @@ def raw_phase(
 
 
 def memoryhub_phases(
-    args: argparse.Namespace, hub: Hub, monitor: Monitor, workload: dict[str, Any]
-) -> dict[str, Any]:
-    """The warm-up, the first bare-model run, then ingestion and searches over HTTP."""
-    key = hub.api_key_unthrottled("mem0-compare")
+    args: argparse.Namespace, hub: Hub, monitor: Monitor, workload: dict[str, Any], *,
+    k: int = K, project: str = "mem0-compare",
+) -> dict[str, Any]:  # fmt: skip
+    """The warm-up, the first bare-model run, then ingestion and searches over HTTP
+    (shared with bench/compare_hindsight.py)."""
+    key = hub.api_key_unthrottled(project)
     api = Api(hub.port, key)
     with psycopg.connect(hub.database_conninfo(), autocommit=True) as db:
         monitor.start()
         monitor.phase = "warm-up"
-        ours_warmup(api, db, workload, K)
+        ours_warmup(api, db, workload, k)
         raw = raw_phase(
             "raw model (before)", workload, args, monitor, data_dir=hub.data_dir, sorted_too=True
         )
@@ -208,8 +210,8 @@ def memoryhub_phases(
         # table (the user-filtered search p50 18.3 -> 11.9 ms in process, BENCHMARKS.md)
         db.execute("ANALYZE")
         say(f"  MemoryHub: {len(workload['queries'])} searches ...")
-        search = ours_search(api, workload, K)
-        say(f"    p50 {search['latency_ms']['p50']:.1f} ms, {search['short']} with fewer than {K}")
+        search = ours_search(api, workload, k)
+        say(f"    p50 {search['latency_ms']['p50']:.1f} ms, {search['short']} with fewer than {k}")
     api.close()
     return {"raw_runs": [raw], "ingest": ingest, "search": search}
 
@@ -302,11 +304,13 @@ def arguments() -> argparse.Namespace:
     return args
 
 
-def result_write(result: dict[str, Any], started_at: datetime, quick: bool) -> Path:
+def result_write(
+    result: dict[str, Any], started_at: datetime, quick: bool, name: str = "mem0"
+) -> Path:
     folder = REPO / "bench" / "results"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = started_at.strftime("%Y-%m-%dT%H%M%SZ")
-    path = folder / f"mem0-{stamp}{'-quick' if quick else ''}.json"
+    path = folder / f"{name}-{stamp}{'-quick' if quick else ''}.json"
     path.write_text(json.dumps(result, indent=1))
     return path
 

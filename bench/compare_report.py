@@ -1,8 +1,11 @@
-"""The figures of a bench/compare_mem0.py run (its JSON file) and their console report."""
+"""The figures of a bench/compare_mem0.py run (its JSON file) and their console report;
+bench/hindsight_report.py builds the three-system report of bench/compare_hindsight.py on
+them."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from bench.compare_workload import recall
@@ -11,7 +14,7 @@ from bench.compare_workload import recall
 # one (cores, averaged over the phase) before the report calls its figures skewed
 TIMED_PHASES = (
     "raw model (before)", "MemoryHub ingest", "MemoryHub search", "mem0 add", "mem0 search",
-    "raw model (after)",
+    "Hindsight retain", "Hindsight recall", "raw model (after)",
 )  # fmt: skip
 SKEW_CORES = 0.25
 CATEGORY_ROWS = ("multi-hop", "temporal", "open-domain", "single-hop", "adversarial")
@@ -56,7 +59,7 @@ def raw_ceiling(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def ours_figures(
     workload: dict[str, Any], ingest: dict[str, Any], search: dict[str, Any],
-    raw: dict[str, Any], k: int,
+    raw: dict[str, Any], k: int, ks: Sequence[int] = (),
 ) -> dict[str, Any]:  # fmt: skip
     queries = search["queries"]
     return {
@@ -65,7 +68,7 @@ def ours_figures(
             **{name: value for name, value in search.items() if name != "queries"},
             "short_percent": _percent(search["short"], len(workload["queries"])),
         },
-        "recall": recall(workload, {q["qid"]: q["ranked"] for q in queries}, k),
+        "recall": recall(workload, {q["qid"]: q["ranked"] for q in queries}, ks or (k,)),
         "search_overhead_ms": round(search["latency_ms"]["p50"] - raw["query_embed_ms"]["p50"], 2),
         "wrong_user_hits": sum(q["wrong_user"] for q in queries),
     }
@@ -89,7 +92,9 @@ def _mem0_short_searches(mem0: dict[str, Any], k: int) -> dict[str, Any]:
     }
 
 
-def mem0_figures(workload: dict[str, Any], mem0: dict[str, Any], k: int) -> dict[str, Any]:
+def mem0_figures(
+    workload: dict[str, Any], mem0: dict[str, Any], k: int, ks: Sequence[int] = ()
+) -> dict[str, Any]:
     queries = mem0["queries"]
     return {
         "add": mem0["add"],
@@ -97,7 +102,7 @@ def mem0_figures(workload: dict[str, Any], mem0: dict[str, Any], k: int) -> dict
             **mem0["search"],
             "short_percent": _percent(mem0["search"]["short"], len(workload["queries"])),
         },
-        "recall": recall(workload, {q["qid"]: q["ranked"] for q in queries}, k),
+        "recall": recall(workload, {q["qid"]: q["ranked"] for q in queries}, ks or (k,)),
         "query_embed_ms": mem0["query_embed_ms"],
         "search_overhead_ms": round(
             mem0["search"]["latency_ms"]["p50"] - mem0["query_embed_ms"]["p50"], 2

@@ -3,6 +3,7 @@ the same for both systems, a small warm-up apart, and recall@k of what each retu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,13 +90,16 @@ def repeated_questions(workload: dict[str, Any]) -> int:
     return len(queries) - len({(q["user_id"], q["text"]) for q in queries})
 
 
-def recall(workload: dict[str, Any], ranked: dict[int, list[str | None]], k: int) -> dict[str, Any]:
-    """bench/locomo.py's recall@k and hit@k, per category, over all and 1-4, of the
-    dia_ids each query returned."""
+def recall(
+    workload: dict[str, Any], ranked: dict[int, list[str | None]], ks: Sequence[int]
+) -> dict[str, Any]:
+    """bench/locomo.py's recall@k and hit@k for each k of ``ks``, per category, over all
+    and 1-4, of the dia_ids each query returned (recall@5 of a list of 20 is that of its
+    first 5, as bench/evaluate.py counts it)."""
     return recall_scores(
         (
             (Question(q["text"], q["category"], set(q["evidence"])), ranked[q["qid"]])
             for q in workload["queries"]
         ),
-        ks=(k,),
+        ks=ks,
     )

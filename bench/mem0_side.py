@@ -63,19 +63,16 @@ def venv_versions(python: Path, names: list[str]) -> dict[str, str | None]:
     return versions
 
 
-def _venv_build(folder: Path, pins: dict[str, str]) -> None:
+def venv_build(folder: Path, torch_version: str, requirements: list[str]) -> None:
+    """A virtualenv in ``folder``: CPU torch first (a plain torch requirement would pull
+    GBs of CUDA packages), then ``requirements`` in one pip call. Shared with
+    bench/hindsight_server.py."""
     python = str(folder / "bin" / "python")
     steps = [
         [shutil.which("python3") or sys.executable, "-m", "venv", str(folder)],
-        # CPU torch first: a plain torch requirement would pull GBs of CUDA packages
-        [python, "-m", "pip", "install", "-q", f"torch=={pins['torch']}"],
-        [
-            python, "-m", "pip", "install", "-q",
-            f"mem0ai=={pins['mem0ai']}",
-            *(f"{name}=={pins[name]}" for name in SAME_AS_OURS),
-            f"psycopg[binary,pool]=={pins['psycopg']}",
-        ],
-    ]  # fmt: skip
+        [python, "-m", "pip", "install", "-q", f"torch=={torch_version}"],
+        [python, "-m", "pip", "install", "-q", *requirements],
+    ]
     for command in steps:
         say(
             f"  $ {' '.join(Path(part).name if i == 0 else part for i, part in enumerate(command))}"
@@ -103,7 +100,15 @@ def mem0_venv(folder: Path, *, fresh: bool) -> dict[str, str | None]:
     if folder.exists():
         shutil.rmtree(folder)
     started = time.monotonic()
-    _venv_build(folder, pins)
+    venv_build(
+        folder,
+        pins["torch"],
+        [
+            f"mem0ai=={pins['mem0ai']}",
+            *(f"{name}=={pins[name]}" for name in SAME_AS_OURS),
+            f"psycopg[binary,pool]=={pins['psycopg']}",
+        ],
+    )
     found = venv_versions(python, names)
     say(f"  mem0 venv ready in {time.monotonic() - started:.0f} s: mem0ai {found['mem0ai']}")
     if found.get("mem0ai") != MEM0_VERSION:
