@@ -80,6 +80,8 @@ class FactView:
     def structured(self) -> list[tuple[str, Any]]:
         """(name, value) of the kind's structured fields that hold something."""
         data = self.memory.content_json or {}
+        if self.memory.kind == Memory.Kind.GOAL:
+            return []  # its state and due date head the row
         names = STRUCTURED_FIELDS.get(self.memory.kind, ())
         return [(name, data[name]) for name in names if data.get(name) not in (None, "")]
 
