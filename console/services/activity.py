@@ -303,7 +303,7 @@ def _memory_entry(row: MemoryRevision, users: dict[int, str]) -> Entry:
 
 def _settings_entry(row: SettingsRevision, users: dict[int, str]) -> Entry:
     entry = _base(row, SETTINGS_ACTION)
-    entry.subject = f"room {row.room.external_id}'s settings" if row.room else "settings"
+    entry.subject = f"room {row.room.external_id}'s settings" if row.room else "project settings"
     entry.changes = snapshot_diff(row.before, row.after)
     return entry
 

@@ -45,6 +45,7 @@ def _context(request: ConsoleRequest, **extra: object) -> dict[str, object]:
         "purge_labels": PURGE_COUNTS,
         "last": real_run_latest(project=project),
         "runs": runs_page(project=project, page=request.GET.get("page")),
+        "runs_oob": request.method == "POST",  # the history follows a dry run or a run
         **extra,
     }
 
