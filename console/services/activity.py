@@ -22,6 +22,7 @@ from django.db.models import F, IntegerField, Q, QuerySet, Value
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
+from console.services.team import TEAM_NOTE
 from console.services.user_page import FieldChange
 from memories.api.pagination import DATETIME, INTEGER, Key, Ordering
 from memories.models import EndUser, Memory, MemoryRevision, Project, SettingsRevision
@@ -35,12 +36,14 @@ ORDERING = Ordering(
     descending=True,
 )
 SOURCES = ("memory", "settings", "synopsis", "team")  # rank = index
-TEAM_ACTION, SETTINGS_ACTION = "team", "settings"
+# the admin's log of the project: the team's changes and the admin's edits of the project
+TEAM_ACTION, ADMIN_ACTION, SETTINGS_ACTION = "team", "admin", "settings"
 ACTIONS = (
     *MemoryRevision.Action.values,
     SETTINGS_ACTION,
     *SynopsisRevision.Action.values,
     TEAM_ACTION,
+    ADMIN_ACTION,
 )
 # what an erased revision keeps besides kind, status...: shown apart, not as changes
 REDACTION_FIELDS = ("redacted", "content_sha256", "words_sha256")
@@ -157,7 +160,12 @@ def _window(rows: QuerySet[Any], filters: ActivityFilters, moment: str) -> Query
 
 
 def _memory_rows(project: Project, filters: ActivityFilters) -> QuerySet[Any] | None:
-    if filters.action in (SETTINGS_ACTION, TEAM_ACTION, *SynopsisRevision.Action.values):
+    if filters.action in (
+        SETTINGS_ACTION,
+        TEAM_ACTION,
+        ADMIN_ACTION,
+        *SynopsisRevision.Action.values,
+    ):
         return None
     rows = MemoryRevision.objects.filter(project=project)
     if filters.action:
@@ -194,7 +202,7 @@ def _synopsis_rows(project: Project, filters: ActivityFilters) -> QuerySet[Any] 
 
 
 def _team_rows(project: Project, filters: ActivityFilters) -> QuerySet[Any] | None:
-    if filters.action not in ("", TEAM_ACTION) or filters.intent or filters.kind:
+    if filters.action not in ("", TEAM_ACTION, ADMIN_ACTION) or filters.intent or filters.kind:
         return None
     if filters.user or filters.actor_type not in ("", "operator"):
         return None
@@ -207,6 +215,10 @@ def _team_rows(project: Project, filters: ActivityFilters) -> QuerySet[Any] | No
     )
     if filters.actor:
         rows = rows.filter(user__username=filters.actor)
+    if filters.action == TEAM_ACTION:
+        rows = rows.filter(change_message__startswith=TEAM_NOTE)
+    elif filters.action == ADMIN_ACTION:
+        rows = rows.exclude(change_message__startswith=TEAM_NOTE)
     return rows
 
 
@@ -316,10 +328,11 @@ def _synopsis_entry(row: SynopsisRevision, users: dict[int, str]) -> Entry:
 
 
 def _team_entry(row: LogEntry, users: dict[int, str]) -> Entry:
-    entry = _base(row, TEAM_ACTION)
+    team = row.change_message.startswith(TEAM_NOTE)
+    entry = _base(row, TEAM_ACTION if team else ADMIN_ACTION)
     entry.actor = row.user.get_username()
-    entry.subject = "team"
-    entry.note = row.change_message
+    entry.subject = "team" if team else f"project {row.object_repr} in the admin"
+    entry.note = row.change_message.removeprefix(TEAM_NOTE) if team else str(row)
     return entry
 
 

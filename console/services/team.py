@@ -25,6 +25,7 @@ from django.db.models import Q
 from memories.models import Membership, Project
 
 ROLES = tuple(Membership.Role.values)
+TEAM_NOTE = "Team: "  # how a team change's LogEntry message starts (the admin's do not)
 PASSWORD_BYTES = 12  # as create_operator's: 16 characters of URL-safe base64
 
 
@@ -64,7 +65,7 @@ def _record(*, project: Project, by: Any, flag: int, message: str) -> None:
         object_id=str(project.pk),
         object_repr=str(project)[:200],
         action_flag=flag,
-        change_message=message,
+        change_message=f"{TEAM_NOTE}{message}",
     )
 
 

@@ -9,10 +9,12 @@ import hashlib
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
 from django.utils import timezone
 
-from memories.models import EndUser, Memory, MemoryRevision, SettingsRevision
+from memories.models import EndUser, Memory, MemoryRevision, Project, SettingsRevision
 from memories.services.configuration import project_settings_update
 from memories.services.memories import memory_update
 from memories.services.revisions import Actor
@@ -163,3 +165,25 @@ def test_viewers_read_and_other_projects_stay_apart(owner, outsider, editor):
     assert "their secret" not in viewer.get(url(owner)).content.decode()
     assert editor.get(url(outsider)).status_code == 404
     assert editor.post(url(owner)).status_code == 405
+
+
+def test_team_changes_and_the_admins_edits_of_the_project_are_told_apart(owner, editor):
+    root = operator_client("root", superuser=True)
+    LogEntry.objects.create(  # what the admin writes when the project is edited there
+        user=root.user,
+        content_type=ContentType.objects.get_for_model(Project),
+        object_id=str(owner.project.pk),
+        object_repr=owner.project.name,
+        action_flag=CHANGE,
+        change_message='[{"changed": {"fields": ["Name"]}}]',
+    )
+    editor.post(
+        reverse("console-team-add", args=[owner.project.pk]),
+        {"username": "nadia", "email": "nadia@example.org", "role": "viewer"},
+    )
+    html = log(editor, owner)
+    assert "added nadia (a new operator) as viewer" in html and "Changed Name." in html
+    team = log(editor, owner, action="team")
+    assert "added nadia" in team and "Changed Name." not in team
+    admin = log(editor, owner, action="admin")
+    assert "added nadia" not in admin and "Changed Name." in admin
