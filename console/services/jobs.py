@@ -111,11 +111,13 @@ def throughput_charts(
             [(label(hour), embedded.get(hour, 0)) for hour in slots],
             title=f"Memories embedded per hour, last {hours} hours",
             unit="memories embedded",
+            period="hour",
         ),
         chart_of(
             [(label(hour), per_hour.get(hour, 0)) for hour in slots],
             title=f"Messages mined for facts per hour, last {hours} hours",
             unit="messages mined",
+            period="hour",
         ),
         int(facts),
     )

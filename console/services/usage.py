@@ -17,6 +17,7 @@ from synopsis.models import LlmCall
 from synopsis.services.llm_budget import LlmBudget, llm_budget_get
 
 USAGE_DAYS = 30
+DAYS_SHOWN = 7  # the by-day table's days with calls shown open; the older ones fold
 CHART_HEIGHT, CHART_SLOT, CHART_BAR = 120.0, 20.0, 14.0
 
 
@@ -66,6 +67,7 @@ class Chart:
 
     title: str
     unit: str  # what a bar counts, e.g. "tokens"
+    period: str  # what a bar covers: "day" or "hour"
     bars: list[Bar]
     first: str
     last: str
@@ -75,7 +77,7 @@ class Chart:
     height: float = CHART_HEIGHT
 
 
-def chart_of(points: list[tuple[str, int]], *, title: str, unit: str) -> Chart:
+def chart_of(points: list[tuple[str, int]], *, title: str, unit: str, period: str) -> Chart:
     """A chart of (label, count) points, oldest first: a one-unit stub for a point with
     a count, so none is lost at scale."""
     top = max((count for _, count in points), default=0)
@@ -88,6 +90,7 @@ def chart_of(points: list[tuple[str, int]], *, title: str, unit: str) -> Chart:
     return Chart(
         title=title,
         unit=unit,
+        period=period,
         bars=bars,
         first=points[0][0] if points else "",
         last=points[-1][0] if points else "",
@@ -107,6 +110,16 @@ class UsagePage:
     budget: LlmBudget
     llm_configured: bool
     chart: Chart
+
+    @property
+    def recent_days(self) -> list[UsageDay]:
+        """The DAYS_SHOWN latest days with calls, newest first."""
+        return [entry for entry in self.days if entry.total.calls][:DAYS_SHOWN]
+
+    @property
+    def older_days(self) -> list[UsageDay]:
+        """The other days with calls, newest first (folded on the page)."""
+        return [entry for entry in self.days if entry.total.calls][DAYS_SHOWN:]
 
 
 def usage_days(
@@ -156,5 +169,7 @@ def usage_page(*, project: Project) -> UsagePage:
         total=total,
         budget=llm_budget_get(project=project, cached=False),
         llm_configured=bool(settings.LLM.get("BASE_URL")),
-        chart=chart_of(points, title=f"LLM tokens per day, last {len(days)} days", unit="tokens"),
+        chart=chart_of(
+            points, title=f"LLM tokens per day, last {len(days)} days", unit="tokens", period="day"
+        ),
     )

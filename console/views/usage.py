@@ -17,7 +17,15 @@ from console.views.access import ConsoleRequest, project_view
 def usage(request: ConsoleRequest) -> HttpResponse:
     """The last 30 days of the project's LLM calls and this month's budget."""
     page = usage_page(project=request.project)
-    context = {"usage": page, "budget": page.budget, "chart": page.chart, "section": "usage"}
+    context = {
+        "usage": page,
+        "budget": page.budget,
+        "chart": page.chart,
+        # the meter turns amber past 75 % of the budget, red past 90 %
+        "meter_low": page.budget.budget * 3 // 4,
+        "meter_high": page.budget.budget * 9 // 10,
+        "section": "usage",
+    }
     return render(request, "console/usage.html", context)
 
 

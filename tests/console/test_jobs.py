@@ -202,7 +202,7 @@ def test_throughput_per_hour_and_maintenance_runs(owner, viewer):
     assert embedded.bars[-3].count == 3  # two hours ago
     assert (mined.total, mined.bars[-1].count, page.context["facts_created"]) == (1, 1, 2)
     html = page.content.decode()
-    assert "3 memories embedded in 48" in html
+    assert "3 memories embedded in 48 hours · at most 3 per hour" in html
     assert "<code>prune</code>" in html and "age 4" in html
 
 

@@ -68,7 +68,19 @@ def test_calls_tokens_failures_and_retries_by_purpose(owner, outsider, viewer):
     # the chart: today's bar says its tokens
     today = datetime.now(UTC)
     assert f"{today:%a %Y-%m-%d}: 180 tokens" in html
-    assert "215 tokens in 30" in html
+    assert "215 tokens in 30 days" in html
+    days = html.split('id="usage-days"')[1].split("</table>")[0]
+    assert days.count('class="day-first"') == 2  # today and two days ago
+
+
+def test_the_days_past_the_seventh_fold(owner, viewer):
+    now = datetime.now(UTC)
+    for day in range(10):
+        call(owner, "summary", 10, 1, at=now - timedelta(days=day))
+    html = viewer.get(url(owner)).content.decode()
+    assert html.split('id="usage-days"')[1].split("</table>")[0].count("day-first") == 7
+    assert "3 older days with calls</summary>" in html
+    assert html.split('id="usage-days-older"')[1].split("</table>")[0].count("day-first") == 3
 
 
 def test_this_month_against_the_budget(owner, viewer):
