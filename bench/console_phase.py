@@ -1,28 +1,31 @@
 """The console phase of bench/run.py: how long the operators' console takes to render
-the user page and the live search for a user of 10,000 memories (target: p95 under
-200 ms each).
+every page an operator opens, for a user of 10,000 memories and for the project, and
+again once the project holds each of the plan's levels (the full run's 1,000,000;
+``--levels`` in a try-out). Target: p95 under 200 ms each.
 
 A user of CONSOLE_MEMORIES memories is bulk-inserted straight into the hub's PostgreSQL
 (as bench/bulk.py loads its levels): copies of the project's real embedded messages,
 with their vectors, 9 in 10 as messages in rooms of 25 turns and 1 in 10 as facts,
 created a minute apart up to now. An editor of the project is made with `manage.py
-create_operator` and logs in through the console's login form; then, over one
-persistent HTTP connection, warm-up requests and CONSOLE_N measured ones of:
-
-* ``page``: the user page (header counts, rooms, the newest page of the most recent
-  room, the first page of the memory list, the search box);
-* ``list_last_page``: the memory list's last page, the HTMX fragment (the deepest OFFSET);
-* ``search_<mode>``: the live search fragment for the query stream's questions, in each
-  mode (the project's default, auto, first), as the search box asks for it.
+create_operator` and logs in through the console's login form; as an operator would,
+she forgets TRASHED of the user's oldest messages with the Memories table's bulk action
+(timed: the trash and the activity log then hold them), and PROPOSED of her facts are
+set to wait in the review inbox. Then, over one persistent HTTP connection, every page
+of bench/console_pages.py (the user's tabs, a room view, the memory list's last page,
+the live search in each mode, a context preview; every project page, the polled
+fragments, the memory table filtered and its second keyset page, the activity log's
+second page), CONSOLE_WARMUP rounds of warm-up and CONSOLE_N measured ones.
 
 Times are the client's, from sending the request to the last byte, on 127.0.0.1 (the
 server's render plus a local round trip). It runs last: the user it adds would change
-which user the context phase measures. Figures go to ``results["console"]``.
+which user the context phase measures. Figures go to ``results["console"]``; the
+phase prints them as a Markdown table.
 """
 
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import secrets
 import time
@@ -30,7 +33,17 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlencode
 
-from bench.client import IDLE_RECONNECT_SECONDS, summary
+from bench.client import IDLE_RECONNECT_SECONDS
+from bench.console_pages import (
+    bulk_fits,
+    last_page,
+    markdown_table,
+    next_pages,
+    pages_time,
+    project_pages,
+    rows_fill,
+    user_pages,
+)
 from bench.phases import PROJECT, Bench
 
 CONSOLE_PHASES = ("console",)
@@ -40,8 +53,10 @@ CONSOLE_WARMUP = 3
 TARGET_P95_MS = 200.0
 USER = "console-10k"
 OPERATOR = "bench-operator"
-SEARCH_MODES = ("auto", "vector", "keyword", "hybrid")
 TURNS_PER_ROOM = 25
+TRASHED = 1_000  # of the user's oldest messages, forgotten through the Memories table
+PROPOSED = 200  # of her facts, waiting in the review inbox
+TABLE_WORD = "painting"  # the Memories table's words filter
 
 # the user's rows, numbered g = 0..N-1, each a copy of one of the project's real
 # embedded messages (cycled); kept with its source's id to copy the vector after
@@ -91,13 +106,15 @@ EMBEDDINGS_SQL = """
 
 
 def console_phases_run(bench: Bench, names: tuple[str, ...] = CONSOLE_PHASES) -> None:
-    """A try-out's --only: the console phase at the memories there are."""
+    """A try-out's --only: the console phase at the memories there are, then at each of
+    the plan's levels (``--levels``)."""
     if "console" in names:
-        console_phase(bench)
+        console_phase(bench, levels=bench.plan.levels)
 
 
-def console_phase(bench: Bench) -> None:
-    """Load the user, log an editor in, time the pages; figures in results["console"]."""
+def console_phase(bench: Bench, levels: tuple[int, ...] = ()) -> None:
+    """Load the user, log an editor in, time every page now and at each of ``levels``
+    (memories in the project, added first); figures in results["console"]."""
     bench.wait_embedded("before the console")
     bench.phase("console_load", f"console: a user of {CONSOLE_MEMORIES:,} memories (bulk insert)")
     project_id, user_id, load = console_user_load(bench)
@@ -109,47 +126,125 @@ def console_phase(bench: Bench) -> None:
         f"--password={password}",
     )  # fmt: skip
     browser = ConsoleClient(bench.hub.port)
+    measured: list[dict[str, Any]] = []
     try:
         browser.login(OPERATOR, password)
-        base = f"/dashboard/p/{project_id}/users/{user_id}/"
-        bench.phase(
-            "console",
-            f"console: user page, list's last page, live search ({', '.join(SEARCH_MODES)}): "
-            f"{CONSOLE_WARMUP} warm-up and {CONSOLE_N} measured requests each",
-        )
-        pages = -(-CONSOLE_MEMORIES // 50)
-        figures = {
-            "page": browser.timed([base] * (CONSOLE_WARMUP + CONSOLE_N), check=USER),
-            "list_last_page": browser.timed(
-                [f"{base}?page={pages}"] * (CONSOLE_WARMUP + CONSOLE_N),
-                htmx=True,
-                check=f"page {pages} of {pages}",
-            ),  # fmt: skip
-        }
-        for mode in SEARCH_MODES:
-            paths = [
-                f"{base}search/?{urlencode({'q': next(bench.queries), 'mode': mode})}"
-                for _ in range(CONSOLE_WARMUP + CONSOLE_N)
-            ]
-            figures[f"search_{mode}"] = browser.timed(paths, htmx=True, check=f"in {mode} mode")
+        load["trash_action_ms"] = console_trash(bench, browser, project_id, user_id)
+        console_propose(bench, user_id)
+        measured.append(console_measure(bench, browser, project_id, user_id))
+        for level in levels:
+            fill = console_fill(bench, project_id, level)
+            if fill is not None:
+                measured.append({**console_measure(bench, browser, project_id, user_id), **fill})
     finally:
         browser.close()
-    measured = {
-        name: {**summary(times[CONSOLE_WARMUP:]), "first_ms": round(times[0], 2)}
-        for name, times in figures.items()
-    }
+    last = measured[-1]["requests"]
     bench.results["console"] = {
         "user_memories": CONSOLE_MEMORIES,
         "project_memories": bench.memories(),
         "load": load,
         "warmup": CONSOLE_WARMUP,
         "target_p95_ms": TARGET_P95_MS,
-        "requests": measured,
-        "meets_target": all(row["p95"] < TARGET_P95_MS for row in measured.values()),
+        "requests": last,  # at the largest project
+        "levels": measured,
+        "meets_target": all(
+            row["p95"] < TARGET_P95_MS for level in measured for row in level["requests"].values()
+        ),
         "foreign_cpu_cores": bench.foreign("console"),
     }
-    for name, row in measured.items():
-        print(f"    {name:<16} p50 {row['p50']:7.1f} ms   p95 {row['p95']:7.1f} ms", flush=True)
+    print(markdown_table(measured), flush=True)
+
+
+def console_measure(
+    bench: Bench, browser: ConsoleClient, project_id: int, user_id: int
+) -> dict[str, Any]:
+    """Every page, CONSOLE_WARMUP + CONSOLE_N rounds, at the project's memories now."""
+    memories = int(
+        bench.sql("SELECT count(*) FROM memories_memory WHERE project_id = %s", project_id)
+    )
+    name = f"console_{memories}"
+    room_id = int(
+        bench.sql(
+            "SELECT room_id FROM memories_memory WHERE end_user_id = %s AND room_id IS NOT NULL"
+            " ORDER BY created_at DESC LIMIT 1",
+            user_id,
+        )
+    )
+    base = f"/dashboard/p/{project_id}/users/{user_id}/"
+    pages = [
+        *user_pages(base, room_id, bench.queries, list_pages=last_page(browser, base)),
+        *project_pages(project_id, TABLE_WORD),
+        *next_pages(browser, project_id),
+    ]
+    bench.phase(
+        name,
+        f"console at {memories:,} memories: {len(pages)} pages, "
+        f"{CONSOLE_WARMUP} warm-up and {CONSOLE_N} measured rounds",
+    )
+    started = time.perf_counter()
+    requests = pages_time(browser, pages, CONSOLE_N, CONSOLE_WARMUP)
+    return {
+        "label": f"project of {memories:,}",
+        "project_memories": memories,
+        "seconds": round(time.perf_counter() - started, 1),
+        "requests": requests,
+        "foreign_cpu_cores": bench.foreign(name),
+    }
+
+
+def console_fill(bench: Bench, project_id: int, level: int) -> dict[str, Any] | None:
+    """Grow the project to ``level`` memories: the bench's bulk load (with vectors) when
+    the disk has room, else the rows alone; None if it holds that many already."""
+    missing = level - bench.memories()
+    if missing <= 0:
+        return None
+    fill = os.environ.get("BENCH_CONSOLE_FILL") or (
+        "bulk" if bulk_fits(str(bench.hub.data_dir), missing) else "rows"
+    )
+    if fill == "bulk":
+        bench.bulk_load(level)
+        return {"fill": "bulk", "fill_seconds": bench.results["bulk"][-1]["seconds"]}
+    bench.phase(
+        f"console_fill_{level}",
+        f"console: {missing:,} memories without vectors (the disk has no room for the bulk load's)",
+    )
+    started = time.perf_counter()
+    figures = rows_fill(bench.db, project_id, missing, prefix=f"console-fill-{level}-")
+    return {**figures, "fill_seconds": round(time.perf_counter() - started, 1)}
+
+
+def console_trash(bench: Bench, browser: ConsoleClient, project_id: int, user_id: int) -> float:
+    """Forget the user's TRASHED oldest messages with the Memories table's bulk action,
+    confirmed, as an operator would; its milliseconds."""
+    rows = bench.db.execute(
+        "SELECT id FROM memories_memory WHERE end_user_id = %s AND kind = 'message'"
+        " ORDER BY created_at LIMIT %s",
+        (user_id, TRASHED),
+    ).fetchall()
+    form = [("action", "forget"), ("confirm", "yes"), *(("ids", str(row[0])) for row in rows)]
+    status, text, elapsed = browser.post(f"/dashboard/p/{project_id}/memories/action/", form)
+    trashed = int(
+        bench.sql(
+            "SELECT count(*) FROM memories_memory WHERE end_user_id = %s AND status = 'trashed'",
+            user_id,
+        )
+    )
+    if status != 200 or trashed != TRASHED:
+        raise RuntimeError(
+            f"console: the bulk forget answered {status}, {trashed} trashed: {text[:300]}"
+        )
+    return round(elapsed, 1)
+
+
+def console_propose(bench: Bench, user_id: int) -> None:
+    """PROPOSED of the user's facts wait in the review inbox (as extractions would with
+    facts.review on)."""
+    bench.db.execute(
+        "UPDATE memories_memory SET status = 'proposed' WHERE id IN (SELECT id"
+        " FROM memories_memory WHERE end_user_id = %s AND kind = 'fact' AND status = 'active'"
+        " ORDER BY created_at DESC LIMIT %s)",
+        (user_id, PROPOSED),
+    )
 
 
 def console_user_load(bench: Bench) -> tuple[int, int, dict[str, Any]]:
@@ -225,6 +320,15 @@ class ConsoleClient:
             self.cookies.update({name: morsel.value for name, morsel in cookie.items()})
         return response.status, raw.decode(errors="replace"), elapsed
 
+    def post(self, path: str, form: list[tuple[str, str]]) -> tuple[int, str, float]:
+        """A form POST with the CSRF cookie's token, as HTMX sends it."""
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-CSRFToken": self.cookies.get("csrftoken", ""),
+            "HX-Request": "true",
+        }
+        return self.request("POST", path, urlencode(form), headers)
+
     def login(self, username: str, password: str) -> None:
         """Through the console's login form, as a person would (CSRF token and cookie)."""
         status, html, _ = self.request("GET", "/login/")
@@ -238,18 +342,6 @@ class ConsoleClient:
         status, html, _ = self.request("POST", "/login/", form, headers)
         if status != 302 or "sessionid" not in self.cookies:
             raise RuntimeError(f"console login refused: {status} {html[:300]}")
-
-    def timed(self, paths: list[str], *, htmx: bool = False, check: str) -> list[float]:
-        """GET each path (as HTMX asks for a fragment when ``htmx``); the milliseconds of
-        each, after checking the answer is a 200 holding ``check``."""
-        headers = {"HX-Request": "true"} if htmx else {}
-        times = []
-        for path in paths:
-            status, html, elapsed = self.request("GET", path, headers=headers)
-            if status != 200 or check not in html:
-                raise RuntimeError(f"console GET {path}: {status}, {check!r} missing")
-            times.append(elapsed)
-        return times
 
     def close(self) -> None:
         if self.connection is not None:
