@@ -33,6 +33,7 @@ Prints the table (and its Markdown) and writes bench/results/hindsight-<date>.js
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from datetime import UTC, datetime
@@ -210,6 +211,16 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     return versions
 
 
+def measured_keep(measured: dict[str, Any], monitor: Monitor, started_at: datetime) -> None:
+    """What the run measured, before the report is computed from it (a long run is
+    not lost to a fault in the report): ranked dia_ids and timings, no LoCoMo text."""
+    folder = REPO / "bench" / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = started_at.strftime("%Y-%m-%dT%H%M%SZ")
+    raw = {"measured": measured, "cpu": monitor.report(), "peaks": monitor.peaks}
+    (folder / f"hindsight-{stamp}-measured.json").write_text(json.dumps(raw))
+
+
 def hub_start(hub: HubBeside, attempts: int = 3) -> float:
     """The hub started; again when it gave up (its web server must answer within 60 s,
     which a machine busy with other work can miss)."""
@@ -247,6 +258,7 @@ def main() -> int:
         monitor.stop()
         say(f"  hub stopped ({'cleanly' if hub.stop()['clean'] else 'not cleanly'})")
     measured["hindsight"]["versions"] = venvs["hindsight"]
+    measured_keep(measured, monitor, started_at)
     result = {
         "label": {
             **label(

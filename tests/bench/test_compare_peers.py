@@ -11,7 +11,7 @@ from typing import Any
 
 from bench import hindsight_side
 from bench.compare_workload import recall, workload_build
-from bench.hindsight_report import markdown, peak_rss_mib, rows
+from bench.hindsight_report import figures, markdown, peak_rss_mib, report_print, rows
 from bench.hindsight_server import HubBeside, hindsight_env
 from bench.locomo import Conversation, Question, Turn
 
@@ -49,7 +49,7 @@ class FakeApi:
 
 def test_recall_reads_5_10_and_20_off_one_answer() -> None:
     workload = workload_build([conversation("conv-a", 30)])
-    ranked = [f"D1:{i}" for i in range(2, 22)]  # D1:7 at rank 6, D1:1 never
+    ranked: list[str | None] = [f"D1:{i}" for i in range(2, 22)]  # D1:7 at rank 6, D1:1 never
     scores = recall(workload, {0: ranked}, (5, 10, 20))["all"]
     assert (scores["recall@5"], scores["recall@10"], scores["recall@20"]) == (0.0, 50.0, 50.0)
     assert recall(workload, {0: ranked}, (10,))["all"].keys() == {
@@ -156,3 +156,70 @@ def test_the_hub_s_roles_include_hindsight_s_processes_while_it_runs(tmp_path) -
     hub.hindsight = Stub()  # type: ignore[assignment]
     roles = hub.role_processes()
     assert (roles["hindsight"], roles["hindsight_postgres"]) == (["server"], ["postmaster"])
+
+
+def test_a_run_s_measurements_make_the_three_system_report(capsys) -> None:
+    workload = workload_build([conversation("conv-a", 30)])
+    queries = [{"qid": 0, "count": 3, "ranked": ["D1:7", "D1:1", "D1:2"], "wrong_user": 0}]
+    latency = {"p50": 10.0, "p95": 20.0}
+    raw = {
+        "runtime": "torch",
+        "threads": 2,
+        "batch_size": 16,
+        "mean_tokens": 30.0,
+        "per_second": 100.0,
+        "query_embed_ms": {"p50": 6.0},
+        "one_call_sorted_per_second": 150.0,
+    }
+    mem0 = {
+        "add": {"per_second": 50.0},
+        "search": {"latency_ms": latency, "short": 1},
+        "queries": queries,
+        "query_embed_ms": {"p50": 7.0},
+        "internal_candidate_limit": 80,
+        "rows_per_user": {"conv-a": 30},
+        "startup_seconds": 1.0,
+        "config": {},
+        "search_options": {},
+    }
+    hindsight = {
+        "retain": {"per_second": 30.0},
+        "recall": {"latency_ms": latency, "short": 1, "results_mean": 3.0, "queries": queries},
+        "budget_recall": None,
+        "startup_seconds": {},
+        "versions": {},
+        "postgres": "18.1.0",
+        "settings": {},
+        "download_attempts": [],
+    }
+    measured = {
+        "raw_runs": [raw],
+        "ingest": {"per_second": 120.0},
+        "search": {"latency_ms": latency, "short": 0, "queries": queries},
+        "mem0": mem0,
+        "hindsight": hindsight,
+    }
+    phase = {"seconds": 10.0, "ours_cpu_seconds": 20.0, "busy_cores": 2.0, "ours_cores": 1.5}
+    cpu = {
+        "MemoryHub ingest": {**phase, "foreign_cores": 0.1, "roles_cpu_seconds": {}},
+        "Hindsight retain": {
+            **phase,
+            "foreign_cores": 0.5,
+            "roles_cpu_seconds": {"hindsight": 24.0, "hindsight_postgres": 3.0, "bench": 3.0},
+        },
+    }
+    result = {
+        "workload": {"k": 20},
+        **figures(workload, measured, cpu, {"mem0 add": {"runner_sum_mib": 700.0}}, 20),
+    }
+    assert result["memoryhub"]["recall"]["all"]["recall@5"] == 100.0
+    assert result["cpu_per_1000_messages"] == {
+        "memoryhub": 666.7,
+        "mem0": None,
+        "hindsight": 1000.0,
+    }
+    assert result["skewed_phases"] == ["Hindsight retain"]
+    report_print(result)
+    out = capsys.readouterr().out
+    assert "| | MemoryHub | mem0 | Hindsight |" in out
+    assert "ours/Hindsight: ingestion 4.00x" in out
