@@ -30,8 +30,8 @@ from console.services.user_page import NOT_SHOWN, MemoryFilters
 from memories.api.pagination import UUID, newest_first
 from memories.models import SEARCH_CONFIG, Memory, MemoryQuerySet, Project, keyword_document_sql
 from memories.services.concurrency import memories_lock
-from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, _memory_document, chunked
-from memories.services.memories import memories_status_change, memory_update
+from memories.services.exports import CHUNK_SIZE, MEMORY_FIELDS, chunked, memory_document
+from memories.services.memories import memories_pin_change, memories_status_change
 from memories.services.reembed import memories_reembed
 from memories.services.revisions import Actor
 from memories.services.trash import memories_trash
@@ -225,12 +225,11 @@ def memories_pin_bulk(
     outcome = BulkOutcome("pinned" if pinned else "unpinned")
 
     def pin(batch: list[uuid.UUID]) -> None:
-        for memory in _locked(project, batch):
-            if memory.pinned == pinned:
-                outcome.skip(f"already {outcome.done_label}")
-                continue
-            memory_update(memory=memory, changes={"pinned": pinned}, actor=actor, intent=INTENT)
-            outcome.done += 1
+        locked = _locked(project, batch)
+        changing = [memory for memory in locked if memory.pinned != pinned]
+        outcome.skip(f"already {outcome.done_label}", len(locked) - len(changing))
+        memories_pin_change(memories=changing, pinned=pinned, actor=actor, intent=INTENT)
+        outcome.done += len(changing)
 
     _batched(ids, pin)
     return outcome
@@ -288,4 +287,4 @@ def table_export_lines(*, project: Project, ids: list[uuid.UUID]) -> Iterator[st
         )
     )
     for chunk in chunked(rows.iterator(chunk_size=CHUNK_SIZE)):
-        yield "".join(json.dumps(_memory_document(row), ensure_ascii=False) + "\n" for row in chunk)
+        yield "".join(json.dumps(memory_document(row), ensure_ascii=False) + "\n" for row in chunk)

@@ -39,7 +39,6 @@ from memories.models import (
     Room,
     keyword_document_sql,
 )
-from memories.services.embedding import embedding_enqueue
 from memories.services.erasure import memories_erase
 from memories.services.memories import (
     UPDATABLE_FIELDS,
@@ -47,6 +46,7 @@ from memories.services.memories import (
     memory_delete,
     memory_update,
 )
+from memories.services.reembed import locked_reembed
 
 BATCH = 500  # memories an action locks and commits at a time
 HISTORY_SHOWN = 50  # revisions on a memory's page (all of them: the revision list)
@@ -289,12 +289,7 @@ class MemoryAdmin(LargeTableAdmin):
         user_id = cast(int, request.user.pk)  # the admin serves logged-in staff only
 
         def reembed(memories: list[Memory]) -> int:
-            ids = [memory.pk for memory in memories]
-            # its own vectors go first: the worker would copy them back as its cache
-            Embedding.objects.filter(memory_id__in=ids).delete()
-            Memory.objects.filter(pk__in=ids).update(
-                embedding_status=Memory.EmbeddingStatus.PENDING, embedded_at=None
-            )
+            locked_reembed(ids=[memory.pk for memory in memories])
             # no revision (the memory is unchanged); the admin's log says who asked
             LogEntry.objects.log_actions(
                 user_id=user_id,
@@ -302,7 +297,6 @@ class MemoryAdmin(LargeTableAdmin):
                 action_flag=CHANGE,
                 change_message="Re-embedded",
             )
-            transaction.on_commit(embedding_enqueue)
             return len(memories)
 
         count = in_locked_batches(queryset, reembed)

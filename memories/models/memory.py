@@ -191,6 +191,13 @@ class Memory(models.Model):
                 fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"
             ),
             models.Index(fields=["project", "kind", "-created_at"], name="memory_project_kind"),
+            # the rarer statuses of a project, newest first: the trash, the review inbox,
+            # the console's status filter (a status filter scanned all of a project's rows)
+            models.Index(
+                fields=["project", "status", "-created_at"],
+                name="memory_project_status",
+                condition=~Q(status="active"),
+            ),
             # the admin's memory list across projects, newest first
             models.Index(fields=["-created_at", "-id"], name="memory_created"),
             # embedding cache lookups: is there already a vector for this text?

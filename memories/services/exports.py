@@ -125,7 +125,7 @@ def _memories_export(
             refs["users"].add(row["end_user_id"])
             refs["rooms"].add(row["room_id"])
             refs["agents"].add(row["agent_id"])
-            memory = _memory_document(row)
+            memory = memory_document(row)
             if vectors:
                 memory["embeddings"] = windows.get(row["id"], [])
             memories.append(memory)
@@ -136,7 +136,7 @@ def _memories_export(
     return memories, refs
 
 
-def _memory_document(row: dict[str, Any]) -> dict[str, Any]:
+def memory_document(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(row["public_id"]),  # the id clients know; the pk is the hub's own
         "user": row["user_external_id"],

@@ -267,6 +267,33 @@ def memories_status_change(
     )
 
 
+def memories_pin_change(
+    *, memories: list[Memory], pinned: bool, actor: Actor, intent: str = ""
+) -> None:
+    """Pin or unpin memories (never pruned; importance counts as 1) in one statement,
+    recording each change (with ``intent``). The caller holds them locked in its
+    transaction; memories already so are the caller's to leave out."""
+    now = timezone.now()
+    before = [memory.snapshot() for memory in memories]
+    for memory in memories:
+        memory.pinned = pinned
+        memory.updated_at = now
+    Memory.objects.bulk_update(memories, ["pinned", "updated_at"])
+    MemoryRevision.objects.bulk_create(
+        [
+            revision_build(
+                memory=memory,
+                action="update",
+                actor=actor,
+                before=old,
+                after=memory.snapshot(),
+                intent=intent,
+            )
+            for memory, old in zip(memories, before, strict=True)
+        ]
+    )
+
+
 @transaction.atomic
 def memory_supersede(*, memory: Memory, successor: Memory, actor: Actor) -> Memory:
     """Mark ``memory`` superseded by ``successor`` (the link in its metadata), recorded

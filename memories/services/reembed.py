@@ -36,12 +36,18 @@ def memories_reembed(*, project: Project, ids: Iterable[uuid.UUID]) -> int:
 def _batch_reembed(*, project: Project, ids: list[uuid.UUID]) -> int:
     batch = Memory.objects.for_project(project).filter(pk__in=ids)
     locked = memories_lock(batch.exclude(embedding_status=Memory.EmbeddingStatus.PENDING))
-    if not locked:
-        return 0
+    if locked:
+        locked_reembed(ids=locked)
+    return len(locked)
+
+
+def locked_reembed(*, ids: list[uuid.UUID]) -> None:
+    """Queue these memories (locked by the caller, in its transaction) for embedding
+    again: their vectors go, their status becomes pending, the workers are woken once
+    the transaction commits."""
     # its own vectors go first: the worker would copy them back as its cache
-    Embedding.objects.filter(memory_id__in=locked).delete()
-    Memory.objects.filter(pk__in=locked).update(
+    Embedding.objects.filter(memory_id__in=ids).delete()
+    Memory.objects.filter(pk__in=ids).update(
         embedding_status=Memory.EmbeddingStatus.PENDING, embedded_at=None
     )
     transaction.on_commit(embedding_enqueue)
-    return len(locked)
