@@ -243,7 +243,8 @@ def activity_page(
             rows = rows.filter(actor_type=filters.actor_type) if filters.actor_type else rows
         rows = rows.annotate(rank=Value(rank, output_field=IntegerField()))
         if after is not None:
-            rows = rows.filter(ORDERING.after(after))
+            # the implied bound first: an index range, not a scan from the newest row
+            rows = rows.filter(created_at__lte=after[0]).filter(ORDERING.after(after))
         found += list(rows.order_by("-created_at", "-pk")[: size + 1])
     found.sort(key=lambda row: (row.created_at, row.rank, row.pk), reverse=True)
     page = found[:size]
