@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from console.paths import USER
+from console.services.rooms_page import room_counts
 from console.services.user_page import (
     MemoryFilters,
     Page,
@@ -42,6 +43,7 @@ from memories.services.search import SearchFilters, SearchMode, memory_search
 TEMPLATE = "console/user_memories.html"
 OVERVIEW = "console/user_overview.html"
 RECENT = 5  # the overview's latest memories
+ROOMS = 10  # the overview's most recent rooms
 SEARCH_RESULTS = 20
 DOCUMENTS_PAGE = 50
 
@@ -167,8 +169,17 @@ def user_page(request: ConsoleRequest, user_id: int) -> HttpResponse:
         project=project, end_user=end_user, filters=MemoryFilters(), page=None, summary=summary
     ).items[:RECENT]
     rooms = user_rooms_get(project=project, end_user=end_user)
+    # each room's messages (every speaker, summarized or not), as the Rooms tab counts
+    counts = room_counts(project=project, room_ids=[item.room.pk for item in rooms[:ROOMS]])
+    listed = [(item, counts.get(item.room.pk, (0, 0, 0))[0]) for item in rooms[:ROOMS]]
     context = _context(
-        request, end_user, tab="overview", summary=summary, rooms=rooms, recent=recent
+        request,
+        end_user,
+        tab="overview",
+        summary=summary,
+        rooms=rooms,
+        listed=listed,
+        recent=recent,
     )
     return render(request, OVERVIEW, context)
 
