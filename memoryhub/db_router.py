@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -41,6 +41,9 @@ PRIMARY_ONLY_PREFIXES = ("/admin/", "/health/", "/ready/", "/mcp/", "/static/")
 READ_ONLY_POSTS = frozenset({"/api/v1/search/", "/api/v1/context/"})
 ROOMS_PREFIX = "/api/v1/rooms/"  # + <id>/buffer/search/ or <id>/working/search/
 WROTE_COOKIE = "memoryhub_wrote"
+# bookkeeping a read makes that it does not read back: an API key's last use (once a
+# minute), which would otherwise send the rest of that request to the primary
+NOT_READ_BACK = frozenset({"memories.apikey"})
 
 
 @dataclass
@@ -51,6 +54,7 @@ class ReadPath:
     browser_wrote: bool  # its browser's cookie says it wrote within the window
     api_wrote: bool | None = None  # asked of Redis at the first read that could use a replica
     wrote: bool = False  # this request wrote: its next reads need the primary
+    checked: set[str] = field(default_factory=set)  # replicas whose connection answered
 
     def may_use_replica(self) -> bool:
         if self.wrote or self.browser_wrote:
@@ -78,11 +82,11 @@ class ReplicaRouter:
             or not path.may_use_replica()
         ):
             return DEFAULT_DB_ALIAS
-        return replicas.replica_choose() or DEFAULT_DB_ALIAS
+        return replicas.replica_choose(path.checked) or DEFAULT_DB_ALIAS
 
     def db_for_write(self, model: type[Any], **hints: Any) -> str:
         path = _read_path.get()
-        if path is not None:
+        if path is not None and model._meta.label_lower not in NOT_READ_BACK:
             path.wrote = True
         return DEFAULT_DB_ALIAS
 

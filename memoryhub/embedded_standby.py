@@ -13,6 +13,7 @@ hub by DATABASE_REPLICA_URLS (memoryhub/replicas.py).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -58,8 +59,9 @@ class Standby:
         return f"postgres://postgres@{quote(self.socket_dir, safe='')}/{database}"
 
     def start(self) -> None:
-        options = f"-h '' -k {self.socket_dir} " + " ".join(
-            f"-c {name}={value}" for name, value in self.settings.items()
+        # pg_ctl hands the options to a shell
+        options = f"-h '' -k {shlex.quote(self.socket_dir)} " + " ".join(
+            f"-c {shlex.quote(f'{name}={value}')}" for name, value in self.settings.items()
         )
         _pg("pg_ctl", "-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.log_path),
             "-o", options, "start")  # fmt: skip
@@ -75,21 +77,26 @@ class Standby:
 
 
 def _pg(command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    result = subprocess.run(
         [str(_bin_path() / command), *args],
         user=_system_user(),
-        check=check,
         capture_output=True,
         text=True,
         timeout=300,
     )
+    if check and result.returncode:
+        raise RuntimeError(f"{command} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return result
 
 
-def standby_start(folder: Path, extra_settings: dict[str, str] | None = None) -> Standby:
-    """A new standby of the embedded PostgreSQL of this data folder in ``folder`` (a
-    standby left there by an earlier run is stopped and replaced), started and
-    streaming. ``extra_settings``: more ``-c`` settings (e.g. log_statement)."""
-    primary = postgres_start()
+def standby_start(
+    folder: Path, primary_socket: str | None = None, extra_settings: dict[str, str] | None = None
+) -> Standby:
+    """A new standby in ``folder`` of the embedded PostgreSQL listening in
+    ``primary_socket`` (default: this data folder's), started and streaming; a standby
+    an earlier run left there is stopped and replaced. ``extra_settings``: more ``-c``
+    settings (e.g. log_statement)."""
+    primary_socket = primary_socket or postgres_start().socket_dir
     standby = Standby(folder, {**STANDBY_SETTINGS, **(extra_settings or {})})
     standby.stop("immediate")
     shutil.rmtree(folder, ignore_errors=True)
@@ -99,7 +106,7 @@ def standby_start(folder: Path, extra_settings: dict[str, str] | None = None) ->
         shutil.chown(folder, user)
     # a fast checkpoint: the copy starts at once instead of at the next timed one
     _pg("pg_basebackup", "-D", str(folder), "-R", "-X", "stream", "-c", "fast",
-        "-h", primary.socket_dir, "-U", "postgres")  # fmt: skip
+        "-h", primary_socket, "-U", "postgres")  # fmt: skip
     # copied with the rest: the primary's server log, pgserver's list of its users and
     # the lock of the primary's socket (its socket folder is its data folder)
     for name in ("log", ".handle_pids.json", ".s.PGSQL.5432.lock"):

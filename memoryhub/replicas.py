@@ -91,21 +91,22 @@ def _state(alias: str) -> _Replica:
     return state
 
 
-def replica_choose() -> str | None:
-    """A replica that may serve a read now (taken in turns), else None: the primary."""
+def replica_choose(checked: set[str]) -> str | None:
+    """A replica that may serve a read now (taken in turns), else None: the primary.
+    ``checked``: the replicas whose connection this request has checked already."""
     aliases: list[str] = settings.DATABASE_REPLICAS
     if not aliases:
         return None
     start = next(_turn) if len(aliases) > 1 else 0
     for n in range(len(aliases)):
         alias = aliases[(start + n) % len(aliases)]
-        if _usable(_state(alias)):
+        if _usable(_state(alias), checked):
             reads_routed[alias] = reads_routed.get(alias, 0) + 1
             return alias
     return None
 
 
-def _usable(state: _Replica) -> bool:
+def _usable(state: _Replica, checked: set[str]) -> bool:
     now = time.monotonic()
     if now < state.down_until:
         return False
@@ -118,7 +119,7 @@ def _usable(state: _Replica) -> bool:
     limit = float(settings.DATABASE_REPLICA_MAX_LAG_SECONDS)
     if state.lag is None or state.lag > limit or now < state.down_until:
         return False
-    return _connection_ready(state)
+    return _connection_ready(state, checked)
 
 
 def _lag_check(state: _Replica, now: float) -> None:
@@ -136,19 +137,21 @@ def _lag_check(state: _Replica, now: float) -> None:
     state.lag = lag
 
 
-def _connection_ready(state: _Replica) -> bool:
+def _connection_ready(state: _Replica, checked: set[str]) -> bool:
     """Whether this thread's connection to the replica works: checked once per request
-    (Django's health check, which a query would run anyway), so a replica that stopped
-    sends this read to the primary instead of failing it."""
-    connection = connections[state.alias]
-    if connection.connection is not None and getattr(connection, "health_check_done", False):
+    (Django's health check, which the request's first query would run anyway), so a
+    replica that stopped sends the request's reads to the primary instead of failing."""
+    if state.alias in checked:
         return True
+    connection = connections[state.alias]
     try:
+        connection.health_check_done = False  # type: ignore[attr-defined]
         connection.close_if_health_check_failed()
         connection.ensure_connection()
     except DatabaseError as error:
         _down(state, error)
         return False
+    checked.add(state.alias)
     return True
 
 
