@@ -14,8 +14,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.urls import reverse
 from django.utils import timezone
 
-from memories.models import EndUser, Memory, MemoryRevision, Project, SettingsRevision
-from memories.services.configuration import project_settings_update
+from memories.models import EndUser, Memory, MemoryRevision, Project, Room, SettingsRevision
+from memories.services.configuration import project_settings_update, room_settings_update
 from memories.services.memories import memory_update
 from memories.services.revisions import Actor
 from memories.services.synopsis import synopsis_part_edit
@@ -187,3 +187,10 @@ def test_team_changes_and_the_admins_edits_of_the_project_are_told_apart(owner, 
     assert "added nadia" in team and "Changed Name." not in team
     admin = log(editor, owner, action="admin")
     assert "added nadia" not in admin and "Changed Name." in admin
+
+
+def test_a_rooms_settings_change_is_in_the_log(owner, editor):
+    room = Room.objects.create(project=owner.project, external_id="kitchen")
+    room_settings_update(room=room, changes={"buffer": {"max_size": 20}}, actor=ERIN)
+    html = log(editor, owner, action="settings")
+    assert "room kitchen&#x27;s settings" in html and "buffer.max_size" in html
