@@ -40,7 +40,6 @@ class Backlog:
 
     embedding_pending: int
     embedding_oldest: datetime | None  # written the earliest, still not embedded
-    embedding_failed: int
     documents_unfinished: int
     documents_oldest: datetime | None
     documents_failed: int
@@ -48,8 +47,9 @@ class Backlog:
 
 
 def project_backlog(*, project: Project) -> Backlog:
-    """Memories waiting for their embedding (the partial index on pending rows), failed
-    ones, documents not done, and parked tasks."""
+    """Memories waiting for their embedding (the partial index on pending rows; a failed
+    one is a parked task, and counting them would read every row of the project),
+    documents not done or failed, and parked tasks."""
     embedding = Memory.objects.filter(project=project).order_by()
     pending = embedding.filter(embedding_status=Memory.EmbeddingStatus.PENDING).aggregate(
         n=Count("id"), oldest=Min("created_at")
@@ -61,7 +61,6 @@ def project_backlog(*, project: Project) -> Backlog:
     return Backlog(
         embedding_pending=pending["n"],
         embedding_oldest=pending["oldest"],
-        embedding_failed=embedding.filter(embedding_status=Memory.EmbeddingStatus.FAILED).count(),
         documents_unfinished=unfinished["n"],
         documents_oldest=unfinished["oldest"],
         documents_failed=documents.filter(status=Document.Status.FAILED).count(),

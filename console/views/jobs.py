@@ -67,7 +67,7 @@ def jobs(request: ConsoleRequest) -> HttpResponse:
         "embedded_chart": embedded,
         "mined_chart": mined,
         "facts_created": facts,
-        "budget": llm_budget_get(project=request.project, cached=False),
+        "budget": llm_budget_get(project=request.project),  # the 30 s cached sum
         "section": "jobs",
     }
     return render(request, "console/jobs.html", context)

@@ -113,7 +113,7 @@ def test_the_backlog_counts_the_projects_own_rows(owner, outsider, viewer):
     other = EndUser.objects.create(project=outsider.project, external_id="x")
     Memory.objects.create(project=outsider.project, end_user=other, kind="message", content="o")
     backlog = viewer.get(url(owner)).context["backlog"]
-    assert (backlog.embedding_pending, backlog.embedding_failed) == (2, 1)
+    assert backlog.embedding_pending == 2  # the failed one is not waiting
     assert backlog.embedding_oldest is not None
 
 
@@ -206,8 +206,10 @@ def test_throughput_per_hour_and_maintenance_runs(owner, viewer):
     assert "<code>prune</code>" in html and "age 4" in html
 
 
-def test_a_spent_llm_budget_is_said(owner, viewer):
+def test_a_spent_llm_budget_is_said(owner, viewer, redis_client):
     assert 'id="llm-fallback"' not in viewer.get(url(owner)).content.decode()
+    for key in redis_client.scan_iter(match="memoryhub:llm-tokens:*"):
+        redis_client.delete(key)  # the month's sum the page cached (a call made here adds)
     owner.client.patch("/api/v1/settings/", {"llm": {"monthly_token_budget": 10}}, format="json")
     LlmCall.objects.create(
         project=owner.project, purpose="summary", model="m", status="ok", prompt_tokens=10
