@@ -49,6 +49,12 @@ class MemoryRevision(models.Model):
         indexes = [
             # a project's activity log, newest first
             models.Index(fields=["project", "-created_at"], name="revision_project_created"),
+            # its intent filter (restore, undo, bulk, review): rare rows, a small index
+            models.Index(
+                fields=["project", "intent", "-created_at"],
+                name="revision_project_intent",
+                condition=~models.Q(intent=""),
+            ),
             # a memory's history, newest first
             models.Index(
                 fields=["project", "memory_public_id", "-created_at"], name="revision_memory_public"
