@@ -63,8 +63,19 @@ class Standby:
         options = f"-h '' -k {shlex.quote(self.socket_dir)} " + " ".join(
             f"-c {shlex.quote(f'{name}={value}')}" for name, value in self.settings.items()
         )
-        _pg("pg_ctl", "-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.log_path),
-            "-o", options, "start")  # fmt: skip
+        _pg(
+            "pg_ctl",
+            "-w",
+            "-t",
+            "60",
+            "-D",
+            str(self.pgdata),
+            "-l",
+            str(self.log_path),
+            "-o",
+            options,
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the standby if it runs (``immediate``: as a crash would)."""
@@ -105,8 +116,20 @@ def standby_start(
         folder.mkdir(mode=0o700)
         shutil.chown(folder, user)
     # a fast checkpoint: the copy starts at once instead of at the next timed one
-    _pg("pg_basebackup", "-D", str(folder), "-R", "-X", "stream", "-c", "fast",
-        "-h", primary_socket, "-U", "postgres")  # fmt: skip
+    _pg(
+        "pg_basebackup",
+        "-D",
+        str(folder),
+        "-R",
+        "-X",
+        "stream",
+        "-c",
+        "fast",
+        "-h",
+        primary_socket,
+        "-U",
+        "postgres",
+    )
     # copied with the rest: the primary's server log, pgserver's list of its users and
     # the lock of the primary's socket (its socket folder is its data folder)
     for name in ("log", ".handle_pids.json", ".s.PGSQL.5432.lock"):

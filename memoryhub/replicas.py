@@ -53,8 +53,10 @@ END
 
 def replica_databases(urls: list[str], *, conn_max_age: int, timeout: int) -> dict[str, Any]:
     """DATABASES entries ``replica_0``, ``replica_1``... for DATABASE_REPLICA_URLS."""
-    return {f"{ALIAS_PREFIX}{n}": replica_database(url, conn_max_age, timeout)
-            for n, url in enumerate(urls)}  # fmt: skip
+    return {
+        f"{ALIAS_PREFIX}{n}": replica_database(url, conn_max_age, timeout)
+        for n, url in enumerate(urls)
+    }
 
 
 def replica_database(url: str, conn_max_age: int, timeout: int) -> dict[str, Any]:
@@ -158,8 +160,12 @@ def _connection_ready(state: _Replica, checked: set[str]) -> bool:
 def _down(state: _Replica, error: BaseException) -> None:
     retry = float(settings.DATABASE_REPLICA_RETRY_SECONDS)
     if time.monotonic() >= state.down_until:
-        logger.warning("replica %s does not answer (%s): reads go to the primary for %.0f s",
-                       state.alias, str(error).strip(), retry)  # fmt: skip
+        logger.warning(
+            "replica %s does not answer (%s): reads go to the primary for %.0f s",
+            state.alias,
+            str(error).strip(),
+            retry,
+        )
     state.down_until = time.monotonic() + retry
     state.lag = None
     with contextlib.suppress(DatabaseError):

@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, router
+from django.db.models import Model
 
 
-def read_database() -> str:
-    """The database the current request's reads go to now."""
-    from memories.models import Memory
-
-    return router.db_for_read(Memory)
+def read_database(model: type[Model]) -> str:
+    """The database the current request's reads of ``model`` go to now."""
+    return router.db_for_read(model)
 
 
 def current_database() -> str:

@@ -22,6 +22,7 @@ from typing import ParamSpec, Protocol, TypeVar
 from django.conf import settings
 from django.db import connection
 
+from memories.models import Memory
 from memories.providers.read_database import on_database, read_database
 from memories.providers.threads import StepThreads, search_nice
 
@@ -120,7 +121,7 @@ def slotted(function: Callable[P, R]) -> Callable[P, R]:
         # the search threads are as many as the slots: with no bound (0), none
         threaded = int(settings.SEARCH_CONCURRENCY) > 0 and search_nice()
         # on a read replica when the request's reads go to one (read_database.py)
-        with search_slot(waited), on_database(read_database()):
+        with search_slot(waited), on_database(read_database(Memory)):
             if threaded and not connection.in_atomic_block:
                 step = functools.partial(function, *args, **kwargs)
                 result = _searches.submit(step).result()[0]
