@@ -79,6 +79,9 @@ def _table() -> dict[str, TaskLimit]:
         "memories.tasks.importance_recompute_task": _limit(3000, grace=300),
         "memories.tasks.prune_task": _limit(3000, grace=300),
         "memories.tasks.prune_queued_task": _limit(3000, grace=300),
+        # a console's bulk action: at most 10,000 memories, 1,000 archived or trashed in
+        # 4.4 s measured (~45 s for 10,000); ten times that for a busy machine
+        "memories.tasks.bulk_apply_task": _limit(600),
         **_apps_table(llm),
     }
 

@@ -18,6 +18,7 @@ from django.db import DatabaseError
 from memories.models import Project
 from memories.providers.embeddings import EmbeddingError
 from memories.services.access import accesses_flush
+from memories.services.bulk import BULK_QUEUED_TASK, bulk_queued_run
 from memories.services.embedding import (
     EMBEDDING_RUN_TASK,
     embedding_enqueue,
@@ -210,3 +211,16 @@ def prune_queued_task(run_id: int) -> int:
     """Carry out a pruning run asked for through the API (recorded in its own row)."""
     run = prune_queued_run(run_id=run_id)
     return 0 if run is None else int(run.counts.get("total", 0))
+
+
+@shared_task(
+    **task_options(
+        BULK_QUEUED_TASK, TaskInput(kind="maintenance run", project=project_of_maintenance_run)
+    ),
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
+def bulk_apply_task(run_id: int) -> int:
+    """Carry out (or resume) a console's bulk action on many memories (its own row)."""
+    run = bulk_queued_run(run_id=run_id)
+    return 0 if run is None else int(run.counts.get("changed", 0))

@@ -23,6 +23,7 @@ def celery_queues_and_schedule() -> tuple[tuple[Queue, ...], dict[str, Any], dic
         "importance_recompute_task",
         "prune_task",
         "prune_queued_task",
+        "bulk_apply_task",
         "embedding_switch_task",
         "embedding_switch_sweep_task",
     )

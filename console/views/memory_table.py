@@ -14,7 +14,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from console.paths import PROJECT
+from console.services import memory_table as memory_table_service
 from console.services.memory_table import (
     ACTIONS,
     SELECT_MAX,
@@ -35,6 +36,13 @@ from console.services.memory_table import (
 )
 from console.views.access import ConsoleRequest, project_view
 from console.views.user_page import MemoryFilterForm
+from memories.models import MaintenanceRun
+from memories.services.bulk import (
+    BulkQueueUnavailable,
+    BulkRun,
+    bulk_run_get,
+    bulk_runs_running,
+)
 from memories.services.configuration import project_settings_get
 from memories.services.revisions import Actor
 
@@ -113,6 +121,9 @@ def _context(request: ConsoleRequest, data: Any, **extra: Any) -> dict[str, Any]
         "after": after,
         "before": before,
         "select_max_text": f"{SELECT_MAX:,}",
+        "background_over_text": f"{memory_table_service.BACKGROUND_OVER:,}",
+        "bulk_runs": bulk_runs_running(project=request.project),
+        "runs_query": urlencode(query),
         **extra,
     }
 
@@ -187,8 +198,13 @@ def memory_table_action(request: ConsoleRequest) -> HttpResponse:
         confirm = {"count": len(ids), "days": days, "fields": _selection_fields(request)}
         return _render(request, request.POST, confirm=confirm)
     actor = Actor.operator(request.user.get_username())
-    outcome = table_action(project=request.project, action=action, ids=ids, actor=actor)
-    return _render(request, request.POST, notice=outcome.message)
+    try:
+        done = table_action(project=request.project, action=action, ids=ids, actor=actor)
+    except BulkQueueUnavailable as error:
+        return _render(request, request.POST, status=503, error=f"{error} Nothing was changed.")
+    if isinstance(done, MaintenanceRun):  # a worker carries it out; the panel follows it
+        return _render(request, request.POST)
+    return _render(request, request.POST, notice=done.message)
 
 
 def _selection_fields(request: ConsoleRequest) -> list[tuple[str, str]]:
@@ -214,8 +230,32 @@ def memory_table_export(request: ConsoleRequest) -> HttpResponse:
     return cast(HttpResponse, response)
 
 
+@project_view()
+@require_GET
+def memory_table_run(request: ConsoleRequest, run_id: int) -> HttpResponse:
+    """A bulk run's panel (what it polls while a worker carries it out): its progress,
+    then its outcome, or its error; the table's filters (as the query) for the link
+    that reloads it."""
+    run = bulk_run_get(project=request.project, run_id=run_id)
+    if run is None:
+        raise Http404("No such run.")
+    query = {name: request.GET[name][:500] for name in FILTER_FIELDS if request.GET.get(name)}
+    return render(request, "console/memory_table/run.html", _run_context(request, run, query))
+
+
+def _run_context(request: ConsoleRequest, run: BulkRun, query: dict[str, str]) -> dict[str, Any]:
+    table = reverse("console-memories", args=[request.project.pk])
+    return {
+        "project": request.project,
+        "bulk": run,
+        "runs_query": urlencode(query),
+        "table_url": f"{table}?{urlencode(query)}" if query else table,
+    }
+
+
 urlpatterns: list[URLPattern] = [
     path(f"{PROJECT}memories/", memory_table, name="console-memories"),
     path(f"{PROJECT}memories/action/", memory_table_action, name="console-memories-action"),
     path(f"{PROJECT}memories/export/", memory_table_export, name="console-memories-export"),
+    path(f"{PROJECT}memories/runs/<int:run_id>/", memory_table_run, name="console-memories-run"),
 ]

@@ -1,7 +1,9 @@
 """The console's project-wide Memories table: every user's memories newest first, the
 filters combined, keyset pages (no OFFSET, a capped count), and the bulk actions
 (archive, pin, unpin, forget with its confirmation, re-embed, export) recorded as the
-operator's with the intent "bulk"; viewers read only; another project untouched."""
+operator's with the intent "bulk"; a large selection carried out by a worker (a
+MaintenanceRun holding the ids, resumed after a crash, followed by a polling panel);
+viewers read only; another project untouched."""
 
 from __future__ import annotations
 
@@ -20,11 +22,15 @@ from memories.models import (
     Embedding,
     EmbeddingSpace,
     EndUser,
+    MaintenanceRun,
     Memory,
     MemoryRevision,
     Room,
     content_hash,
 )
+from memories.services import bulk
+from memories.tasks import bulk_apply_task
+from tests.conftest import wait_until
 from tests.console.operators import operator_client
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -284,3 +290,206 @@ def test_another_projects_memories_are_out_of_reach(owner, outsider, editor, mem
     assert "0 archived." in html and row_of(theirs).status == "active"
     exported = editor.post(url("console-memories-export", owner), {"ids": ids(theirs)})
     assert b"".join(exported.streaming_content) == b""
+
+
+# --- large selections: a worker carries them out ------------------------------------
+
+
+@pytest.fixture
+def background(monkeypatch):
+    """Past 2 memories a selection goes to a worker, in batches of 2 (not 500 and 500)."""
+    monkeypatch.setattr(table_service, "BACKGROUND_OVER", 2)
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    sent = []
+    monkeypatch.setattr(bulk, "task_send", lambda name, args: sent.append((name, args)))
+    return sent
+
+
+@pytest.fixture
+def five(owner):
+    rows = [memory_of(owner, f"bulk note {n}", user=("ann", "ben")[n % 2], ago=n) for n in range(4)]
+    return [*rows, memory_of(owner, "archived before", status="archived", ago=9)]
+
+
+def run_url(tenant, run):
+    return reverse("console-memories-run", args=[tenant.project.pk, run.pk])
+
+
+def statuses(rows):
+    return [row_of(row).status for row in rows]
+
+
+def queue_archive(editor, owner, rows, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = post(editor, owner, {"action": "archive", "ids": ids(*rows)})
+    assert response.status_code == 200 and len(callbacks) == 1
+    return response.content.decode(), MaintenanceRun.objects.get(task="bulk archive")
+
+
+def test_a_large_selection_is_queued_with_its_ids_not_applied_in_the_request(
+    owner, editor, five, background, django_capture_on_commit_callbacks
+):
+    html, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+    assert background == [(bulk.BULK_QUEUED_TASK, [run.pk])]  # only the run's id
+    assert statuses(five) == ["active"] * 4 + ["archived"]  # nothing changed yet
+    assert not MemoryRevision.objects.filter(project=owner.project).exists()
+    assert (run.project, run.status, run.counts["total"], run.counts["done"]) == (
+        owner.project,
+        "running",
+        5,
+        0,
+    )
+    assert sorted(run.details["ids"]) == sorted(ids(*five)) and run.details["actor"] == "erin"
+    assert f'id="bulk-run-{run.pk}"' in html and 'hx-trigger="every 1s"' in html
+    assert "0 of 5 archived…" in html and 'role="progressbar"' in html
+    reloaded = editor.get(url("console-memories", owner)).content.decode()
+    assert f'id="bulk-run-{run.pk}"' in reloaded  # the page follows the runs under way
+
+
+def test_the_task_applies_the_run_records_it_and_a_second_delivery_changes_nothing(
+    owner, editor, five, background, django_capture_on_commit_callbacks
+):
+    _, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+    assert bulk_apply_task(run.pk) == 4  # what the worker does with the message
+    assert statuses(five) == ["archived"] * 5
+    revisions = MemoryRevision.objects.filter(project=owner.project)
+    assert (
+        sorted(revisions.values_list("action", "intent", "actor"))
+        == [("archive", "bulk", "erin")] * 4
+    )
+    run.refresh_from_db()
+    assert run.status == "ok" and run.finished_at is not None
+    assert {k: run.counts[k] for k in ("total", "done", "changed", "skipped")} == {
+        "total": 5,
+        "done": 5,
+        "changed": 4,
+        "skipped": 1,
+    }
+    assert run.details["skipped"] == {"already archived": 1}
+    assert bulk_apply_task(run.pk) == 0  # redelivered: the run is over
+    assert revisions.count() == 4
+
+
+def test_a_run_whose_worker_died_resumes_after_its_last_batch(
+    owner, editor, five, background, monkeypatch, django_capture_on_commit_callbacks
+):
+    _, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+    archive, calls = bulk._BATCHES["archive"], []
+
+    def dies_at_the_second_batch(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("the worker's process was killed")
+        archive(*args)
+
+    monkeypatch.setitem(bulk._BATCHES, "archive", dies_at_the_second_batch)
+    with pytest.raises(RuntimeError):
+        bulk_apply_task(run.pk)
+    # as a killed worker leaves it: still running, the first batch and its counts committed
+    MaintenanceRun.objects.filter(pk=run.pk).update(status="running", error="")
+    run.refresh_from_db()
+    assert (run.counts["done"], run.counts["changed"]) == (2, 2)
+    first = [row for row in five if str(row.pk) in run.details["ids"][:2]]
+    assert statuses(first) == ["archived", "archived"]
+    monkeypatch.setitem(bulk._BATCHES, "archive", archive)
+    bulk_apply_task(run.pk)  # the redelivery
+    run.refresh_from_db()
+    assert run.status == "ok" and run.counts["done"] == 5 and run.counts["changed"] == 4
+    assert statuses(five) == ["archived"] * 5
+    assert MemoryRevision.objects.filter(project=owner.project).count() == 4  # none twice
+
+
+def test_the_panel_polls_while_the_run_goes_then_shows_its_outcome(
+    owner, editor, viewer, five, background, django_capture_on_commit_callbacks
+):
+    _, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+    MaintenanceRun.objects.filter(pk=run.pk).update(counts={**run.counts, "done": 2})
+    going = viewer.get(run_url(owner, run), {"user": "ann"}, **HTMX)  # viewers may read it
+    html = going.content.decode()
+    assert going.status_code == 200 and "2 of 5 archived…" in html
+    assert 'hx-trigger="every 1s"' in html and "?user=ann" in html and 'aria-valuenow="40"' in html
+    MaintenanceRun.objects.filter(pk=run.pk).update(counts={**run.counts, "done": 0})
+    bulk_apply_task(run.pk)
+    done = editor.get(run_url(owner, run), {"user": "ann"}, **HTMX).content.decode()
+    assert "hx-trigger" not in done and "4 archived, 1 skipped: already archived." in done
+    assert "Reload the table" in done and "memories/?user=ann" in done
+    page = editor.get(url("console-memories", owner)).content.decode()
+    assert f"bulk-run-{run.pk}" not in page  # over: no longer followed
+
+
+def test_a_failed_run_shows_its_error(owner, editor, five, background, monkeypatch,
+                                      django_capture_on_commit_callbacks):  # fmt: skip
+    _, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+
+    def fails(*args):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setitem(bulk._BATCHES, "archive", fails)
+    with pytest.raises(RuntimeError):
+        bulk_apply_task(run.pk)
+    html = editor.get(run_url(owner, run), **HTMX).content.decode()
+    assert "stopped after 0 of 5" in html and "RuntimeError: disk full" in html
+    assert "hx-trigger" not in html
+
+
+def test_another_projects_run_and_other_runs_are_404s(
+    owner, outsider, editor, five, background, django_capture_on_commit_callbacks
+):
+    _, run = queue_archive(editor, owner, five, django_capture_on_commit_callbacks)
+    stranger = operator_client("sam", project=outsider.project)
+    assert stranger.get(run_url(outsider, run)).status_code == 404
+    assert stranger.get(run_url(owner, run)).status_code == 404  # not a member there
+    prune = MaintenanceRun.objects.create(task="prune", project=owner.project)
+    assert editor.get(run_url(owner, prune)).status_code == 404
+
+
+def test_a_large_forget_is_confirmed_then_queued(
+    owner, editor, five, background, django_capture_on_commit_callbacks
+):
+    chosen = {"action": "forget", "ids": ids(*five[:3])}
+    assert "Forget 3 memories?" in post(editor, owner, chosen).content.decode()
+    assert not MaintenanceRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        html = post(editor, owner, {**chosen, "confirm": "yes"}).content.decode()
+    run = MaintenanceRun.objects.get(task="bulk forget")
+    assert "0 of 3 moved to the trash…" in html and statuses(five[:3]) == ["active"] * 3
+    bulk_apply_task(run.pk)
+    assert statuses(five[:3]) == ["trashed"] * 3
+    assert bulk_revision(five[0]).intent == "bulk"
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as served: the send is tried at once
+def test_a_run_the_broker_cannot_take_is_said_and_recorded_failed(owner, monkeypatch):
+    monkeypatch.setattr(table_service, "BACKGROUND_OVER", 2)
+    editor = operator_client("erin", project=owner.project)
+    five = [memory_of(owner, f"bulk note {n}", ago=n) for n in range(5)]
+
+    def unreachable(*args, **kwargs):
+        raise bulk.TaskNotSent("the broker failed")
+
+    monkeypatch.setattr(bulk, "task_send", unreachable)
+    response = post(editor, owner, {"action": "pin", "ids": ids(*five)})
+    assert response.status_code == 503 and "could not queue the run" in response.content.decode()
+    assert MaintenanceRun.objects.get().status == "failed"
+    assert not Memory.objects.filter(project=owner.project, pinned=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_real_worker_carries_out_a_queued_run(owner, monkeypatch, celery_worker_process):
+    monkeypatch.setattr(table_service, "BACKGROUND_OVER", 2)
+    editor = operator_client("erin", project=owner.project)
+    rows = [memory_of(owner, f"worker note {n}", ago=n) for n in range(4)]
+    html = post(editor, owner, {"action": "pin", "ids": ids(*rows)}).content.decode()
+    run = MaintenanceRun.objects.get(task="bulk pin")
+    assert f"bulk-run-{run.pk}" in html
+
+    def ended():
+        run.refresh_from_db()
+        return run.status != "running"
+
+    wait_until(ended, timeout=60)
+    assert run.status == "ok" and run.counts["changed"] == 4
+    assert all(row_of(row).pinned for row in rows)
+    done = editor.get(run_url(owner, run), **HTMX).content.decode()
+    assert "4 pinned." in done and "hx-trigger" not in done
