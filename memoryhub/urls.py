@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from console.forms import AdminLoginForm
 from console.views import auth as console_auth
-from memoryhub import errors, health
+from memoryhub import errors, health, metrics
 from memoryhub.mcp import McpView
 
 # the admin's login counts failures and refuses when throttled, as the console's does
@@ -20,6 +20,7 @@ urlpatterns = [
     path("mcp/", McpView.as_view(), name="mcp"),  # MCP over streamable HTTP (memoryhub/mcp.py)
     path("health/", health.health, name="health"),
     path("ready/", health.ready, name="ready"),
+    path("metrics", metrics.metrics, name="metrics"),  # Prometheus (memoryhub/metrics.py)
     path("", include("console.urls")),
 ]
 
