@@ -123,6 +123,11 @@ if DATABASE_REPLICAS:  # after the request limits, before the session is read
 DATABASE_READ_YOUR_WRITES_SECONDS = env_float("DATABASE_READ_YOUR_WRITES_SECONDS", 5.0)
 DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 5.0)
 DATABASE_REPLICA_RETRY_SECONDS = env_float("DATABASE_REPLICA_RETRY_SECONDS", 5.0)
+# Prometheus at /metrics (memoryhub/metrics.py): each request timed just inside
+# Server-Timing; off (404) unless a bearer token or scrapers' addresses are configured
+MIDDLEWARE.insert(1, "memoryhub.metrics.MetricsMiddleware")
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker and cache ---------------------------------------------------------
@@ -165,6 +170,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# the tasks' metrics, counted in each pool process (memoryhub/metrics_worker.py)
+CELERY_IMPORTS = ["memoryhub.metrics_worker"]
 # the queues, their routes and the beat's schedule: memoryhub/schedule.py
 CELERY_TASK_QUEUES, CELERY_TASK_ROUTES, CELERY_BEAT_SCHEDULE = celery_queues_and_schedule()
 
