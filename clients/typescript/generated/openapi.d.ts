@@ -3640,7 +3640,7 @@ export interface operations {
                 room?: string;
                 /** @description created_at >= start */
                 start?: string;
-                /** @description active (default for list), archived, superseded, pruned */
+                /** @description active (default for list), archived, superseded, pruned, staged, trashed (forgotten in the console, restorable for pruning.trash_days), proposed (waiting in the review inbox: facts.review) */
                 status?: string;
                 /** @description Relationships with this subject */
                 subject?: string;
@@ -3852,7 +3852,7 @@ export interface operations {
                 room?: string;
                 /** @description created_at >= start */
                 start?: string;
-                /** @description active (default for list), archived, superseded, pruned */
+                /** @description active (default for list), archived, superseded, pruned, staged, trashed (forgotten in the console, restorable for pruning.trash_days), proposed (waiting in the review inbox: facts.review) */
                 status?: string;
                 /** @description Relationships with this subject */
                 subject?: string;
@@ -4416,7 +4416,7 @@ export interface operations {
                 room?: string;
                 /** @description created_at >= start */
                 start?: string;
-                /** @description active (default for list), archived, superseded, pruned */
+                /** @description active (default for list), archived, superseded, pruned, staged, trashed (forgotten in the console, restorable for pruning.trash_days), proposed (waiting in the review inbox: facts.review) */
                 status?: string;
                 /** @description Relationships with this subject */
                 subject?: string;
