@@ -23,9 +23,13 @@ def _worker_init(**kwargs: object) -> None:
 
 @beat_init.connect
 def _beat_init(**kwargs: object) -> None:
+    from django.conf import settings
+
     from memoryhub import embedded
+    from memoryhub.beat_lock import beat_lock_hold
 
     embedded.services_start()
+    beat_lock_hold(settings.REDIS_URL)  # one beat sends; another waits (memoryhub/beat_lock.py)
 
 
 @worker_process_init.connect
