@@ -31,12 +31,18 @@ from urllib.parse import urlencode
 from bench.client import summary
 
 TABLE_PAGE_LINK = re.compile(r'<a href="([^"]+)"[^>]*rel="next"')
-LIST_PAGES = re.compile(r"; page \d+ of (\d+)")
+LAST_PAGE = 1_000_000  # past the last page of any list: its last page
 ACTIVITY_OLDER = re.compile(r'<a class="page" href="([^"]+)"[^>]*>Older changes</a>')
 # a full 1M bench database is ~5.7 GB (BENCHMARKS.md); the loader needs that and more
 BULK_DISK_BYTES_PER_MEMORY = 8_000
 FILL_CHUNK = 100_000
-FILL_INDEXES = ("memory_keyword_gin", "memory_metadata_gin")  # rebuilt once after the fill
+# the memories' indexes that back no constraint: dropped for the fill and built once
+# after it (much faster than a million insertions into each)
+SECONDARY_INDEXES_SQL = """
+    SELECT i.indexname, i.indexdef FROM pg_indexes i
+    WHERE i.schemaname = current_schema() AND i.tablename = 'memories_memory'
+      AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
+"""
 
 
 class Browser(Protocol):
@@ -62,18 +68,10 @@ def tab(label: str) -> str:
     return f'aria-current="page">{label}</a>'
 
 
-def last_page(browser: Browser, base: str) -> int:
-    """The number of the user's memory list's last page (a page past it shows the last)."""
-    status, text, _ = browser.request("GET", f"{base}memories/?page=1000000")
-    found = LIST_PAGES.search(text)
-    if status != 200 or found is None:
-        raise RuntimeError(f"console: no page count on {base}memories/ ({status})")
-    return int(found.group(1))
-
-
-def user_pages(base: str, room_id: int, questions: Iterator[str], list_pages: int) -> list[Page]:
+def user_pages(base: str, room_id: int, questions: Iterator[str]) -> list[Page]:
     """The user's tabs (``base`` her page's path), a room view, the memory list's last
-    page, the live search in each mode and a context preview."""
+    page (a page number past it gives the last: the deepest OFFSET), the live search in
+    each mode and a context preview."""
     room = f"{base}rooms/{room_id}/view/"
 
     def search(mode: str) -> Page:
@@ -90,8 +88,8 @@ def user_pages(base: str, room_id: int, questions: Iterator[str], list_pages: in
         Page("user memories", fixed(f"{base}memories/"), tab("Memories")),
         Page(
             "user memories, last page",
-            fixed(f"{base}memories/?page={list_pages}"),
-            f"page {list_pages} of {list_pages}",
+            fixed(f"{base}memories/?page={LAST_PAGE}"),
+            "newest first; page",
             htmx=True,
         ),
         Page("user facts", fixed(f"{base}facts/"), tab("Facts")),
@@ -202,16 +200,15 @@ FILL_SQL = """
     SELECT new.id, new.id, %(project)s, u.id, room.id, 'message', s.role, s.content,
            s.content_hash, stamp.at, stamp.at, stamp.at, '{}', '{"source": "bulk"}', false,
            0.5, 1.0, 0, 'active', 'done', '[]'
-    FROM generate_series(%(start)s, %(stop)s - 1) g
+    FROM (SELECT g, gen_random_uuid() AS id FROM generate_series(%(start)s, %(stop)s - 1) g) new
     CROSS JOIN total
-    JOIN console_sources s ON s.i = g %% total.n
-    JOIN users u ON u.i = (g / 25) %% u.n
+    JOIN console_sources s ON s.i = new.g %% total.n
+    JOIN users u ON u.i = (new.g / 25) %% u.n
     JOIN memories_room room
       ON room.project_id = %(project)s
-     AND room.external_id = %(prefix)s || lpad((g / 25)::text, 6, '0')
-    CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id) new
+     AND room.external_id = %(prefix)s || lpad((new.g / 25)::text, 6, '0')
     CROSS JOIN LATERAL (
-        SELECT %(earliest)s::timestamptz - (%(count)s - g) * interval '1 second' AS at
+        SELECT %(earliest)s::timestamptz - (%(count)s - new.g) * interval '1 second' AS at
     ) stamp
 """
 
@@ -220,30 +217,32 @@ def rows_fill(db: Any, project_id: int, count: int, prefix: str) -> dict[str, An
     """Add ``count`` memories (no vectors) to the project, 25 turns a room spread over
     its bench users, a second apart before its earliest memory; the timings."""
     started = time.perf_counter()
-    definitions = dict(
-        db.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(%s)",
-            (list(FILL_INDEXES),),
-        ).fetchall()
-    )
-    for name in definitions:
-        db.execute(f"DROP INDEX {name}")
-    earliest = db.execute(
-        "SELECT min(created_at) FROM memories_memory WHERE project_id = %s", (project_id,)
-    ).fetchone()[0]
-    params: dict[str, Any] = {
-        "project": project_id, "prefix": prefix, "count": count, "earliest": earliest,
-        "first_room": 0, "last_room": -(-count // 25) - 1,
-    }  # fmt: skip
-    db.execute(FILL_ROOMS_SQL, params)
-    db.execute(FILL_SOURCES_SQL, params)
-    for start in range(0, count, FILL_CHUNK):
-        db.execute(FILL_SQL, {**params, "start": start, "stop": min(count, start + FILL_CHUNK)})
-        print(f"    filled {min(count, start + FILL_CHUNK):,} of {count:,}", flush=True)
-    db.execute("DROP TABLE console_sources")
-    inserted = time.perf_counter()
-    for definition in definitions.values():
-        db.execute(definition)
+    db.execute("SET maintenance_work_mem = '1GB'")
+    with db.transaction():  # all or nothing: the indexes are back if a chunk fails
+        # Django's foreign keys are deferred: checked now, no index build waits on them
+        db.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        definitions = dict(db.execute(SECONDARY_INDEXES_SQL).fetchall())
+        for name in definitions:
+            db.execute(f"DROP INDEX {name}")
+        earliest = db.execute(
+            "SELECT min(created_at) FROM memories_memory WHERE project_id = %s", (project_id,)
+        ).fetchone()[0]
+        params: dict[str, Any] = {
+            "project": project_id, "prefix": prefix, "count": count, "earliest": earliest,
+            "first_room": 0, "last_room": -(-count // 25) - 1,
+        }  # fmt: skip
+        db.execute(FILL_ROOMS_SQL, params)
+        db.execute(FILL_SOURCES_SQL, params)
+        db.execute("CREATE UNIQUE INDEX ON console_sources (i)")
+        db.execute("ANALYZE console_sources")
+        for start in range(0, count, FILL_CHUNK):
+            stop = min(count, start + FILL_CHUNK)
+            db.execute(FILL_SQL, {**params, "start": start, "stop": stop})
+            print(f"    filled {stop:,} of {count:,}", flush=True)
+        db.execute("DROP TABLE console_sources")
+        inserted = time.perf_counter()
+        for definition in definitions.values():
+            db.execute(definition)
     indexed = time.perf_counter()
     db.execute("VACUUM ANALYZE memories_memory, memories_room")
     return {
