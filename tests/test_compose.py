@@ -77,7 +77,15 @@ def queues_by_worker(services: dict[str, Any]) -> dict[str, list[str]]:
         for name, service in services.items()
         if command_of(service)[:4] == ["celery", "-A", "memoryhub", "worker"]
     }
-    return {name: option(command, "--queues").split(",") for name, command in workers.items()}
+    return {name: consumed(command) for name, command in workers.items()}
+
+
+def consumed(command: list[str]) -> list[str]:
+    """The queues a worker's command consumes: --queues less --exclude-queues."""
+    excluded = (
+        option(command, "--exclude-queues").split(",") if "--exclude-queues" in command else []
+    )
+    return [queue for queue in option(command, "--queues").split(",") if queue not in excluded]
 
 
 def test_the_single_machine_stack_is_what_it_was() -> None:
