@@ -203,8 +203,17 @@ def memory_table_action(request: ConsoleRequest) -> HttpResponse:
     except BulkQueueUnavailable as error:
         return _render(request, request.POST, status=503, error=f"{error} Nothing was changed.")
     if isinstance(done, MaintenanceRun):  # a worker carries it out; the panel follows it
-        return _render(request, request.POST)
+        return _render(request, request.POST, bulk_runs=_runs_with(request, done.pk))
     return _render(request, request.POST, notice=done.message)
+
+
+def _runs_with(request: ConsoleRequest, queued: int) -> list[BulkRun]:
+    """The runs under way and the one just queued, even if a fast worker ended it."""
+    runs = bulk_runs_running(project=request.project)
+    if all(item.run.pk != queued for item in runs):
+        found = bulk_run_get(project=request.project, run_id=queued)
+        runs += [found] if found is not None else []
+    return runs
 
 
 def _selection_fields(request: ConsoleRequest) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """The project's Memories table in a browser: filter, select rows across two users,
 archive them and see them archived (on the page and through the API); forget one after
-the confirmation; a viewer's table without actions. Screenshots at 1440 and 760 px
+the confirmation; a large archive queued for a worker, its panel polling until the
+outcome; a viewer's table without actions. Screenshots at 1440 and 760 px
 (var/screenshots/memory-table-*)."""
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from console.services import memory_table as table_service
+from memories.services import bulk
+from memories.tasks import bulk_apply_task
 from tests.conftest import Tenant
 from tests.console.browser.conftest import screenshot
 
@@ -110,3 +114,41 @@ def test_a_viewer_sees_the_table_without_actions(viewer_page, owner):
     expect(page.get_by_role("button", name="Archive")).to_have_count(0)
     row(page, "Maria lives in Lisbon").locator("summary").click()
     screenshot(page, "memory-table-viewer-1440", full_page=False)
+
+
+def test_a_large_archive_runs_in_the_background_and_its_panel_follows_it(
+    editor_page, owner, monkeypatch
+):
+    """Past the threshold (lowered to 2 here) the archive is queued: the panel shows its
+    progress and polls; once the run is carried out (here by the test, as the worker
+    would) it shows the outcome, and its link reloads the table."""
+    monkeypatch.setattr(table_service, "BACKGROUND_OVER", 2)
+    sent: list[int] = []
+    monkeypatch.setattr(bulk, "task_send", lambda name, args: sent.extend(args))
+    page = editor_page
+    populate(owner)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"/dashboard/p/{owner.project.pk}/memories/?kind=fact")
+    chosen = [text for _, text in FACTS[:3]]
+    for text in chosen:
+        row(page, text).locator("input[name=ids]").check()
+    page.get_by_role("button", name="Archive").click()
+    panel = page.locator(".bulk-run")
+    expect(panel).to_contain_text("0 of 3 archived…")
+    expect(panel.get_by_role("progressbar")).to_be_visible()
+    expect(row(page, chosen[0]).locator("td.status")).to_have_text("active")  # not yet
+    screenshot(page, "memory-table-bulk-running-1440", full_page=False)
+    page.set_viewport_size({"width": 760, "height": 900})
+    screenshot(page, "memory-table-bulk-running-760", full_page=False)
+    assert len(sent) == 1
+    bulk_apply_task(sent[0])  # what the worker does with the message
+    expect(panel).to_contain_text("3 archived.", timeout=5000)  # the next poll
+    screenshot(page, "memory-table-bulk-done-760", full_page=False)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    panel.get_by_role("link", name="Reload the table").click()
+    for text in chosen:
+        expect(row(page, text).locator("td.status")).to_have_text("archived")
+    expect(page.locator(".bulk-run")).to_have_count(0)
+    assert api_status(owner, "maria", "Maria lives in Lisbon") == "archived"
+    assert api_status(owner, "omar", "Omar plays the oud on Sundays") == "archived"
+    assert api_status(owner, "omar", "Omar works night shifts at the port") == "active"
