@@ -3,7 +3,8 @@ words, user, room, kind, status, dates and a metadata key = value, a keyset page
 time; editors select many (on the page, or all matching up to SELECT_MAX) and archive,
 pin, unpin, forget (to the trash, confirmed first), re-embed or export them. Every
 change goes through the memories services as the operator's, with the intent "bulk"
-(console/services/memory_table.py)."""
+(console/services/memory_table.py, memories/services/bulk.py); a selection past
+BACKGROUND_OVER is carried out by a worker, and a panel polls the run until it ends."""
 
 from __future__ import annotations
 
