@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("memories.api.urls")),
     path("api/v1/", include("ingestion.api.urls")),
+    path("api/v1/", include("synopsis.api")),  # GET llm-usage/ (synopsis/api.py)
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("mcp/", McpView.as_view(), name="mcp"),  # MCP over streamable HTTP (memoryhub/mcp.py)

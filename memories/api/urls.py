@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import path
 
 from memories.api import (
     buffer,
@@ -83,5 +83,4 @@ urlpatterns = [
         settings.SettingsRevisionListView.as_view(),
         name="settings-revisions",
     ),
-    path("", include("synopsis.api")),  # GET llm-usage/ (synopsis/api.py)
 ]
