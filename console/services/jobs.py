@@ -123,8 +123,10 @@ def throughput_charts(
 
 
 def maintenance_runs(*, project: Project, limit: int = RUNS_SHOWN) -> list[MaintenanceRun]:
-    """The project's latest maintenance runs (pruning, importance...), newest first."""
-    return list(MaintenanceRun.objects.filter(project=project).order_by("-started_at")[:limit])
+    """The project's latest maintenance runs (pruning, importance, bulk actions...),
+    newest first; without their details (a bulk run's hold its ids: up to ~370 KB)."""
+    runs = MaintenanceRun.objects.filter(project=project).defer("details")
+    return list(runs.order_by("-started_at")[:limit])
 
 
 @dataclass
