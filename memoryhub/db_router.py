@@ -54,6 +54,9 @@ class ReadPath:
     browser_wrote: bool  # its browser's cookie says it wrote within the window
     api_wrote: bool | None = None  # asked of Redis at the first read that could use a replica
     wrote: bool = False  # this request wrote: its next reads need the primary
+    # where its reads go, chosen at its first read: one replica for the whole request
+    # (the same snapshot, from one server), and a choice made once, not per query
+    database: str | None = None
     checked: set[str] = field(default_factory=set)  # replicas whose connection answered
 
     def may_use_replica(self) -> bool:
@@ -71,18 +74,19 @@ _read_path: ContextVar[ReadPath | None] = ContextVar("memoryhub_read_path", defa
 
 class ReplicaRouter:
     """Reads of a marked request to a replica that answers and is not late; the rest
-    to the primary. Consulted at every query: the common case costs a context
-    variable, an attribute and a dict lookup."""
+    to the primary. Consulted at every query: after a request's first read it costs a
+    context variable and two attributes."""
 
     def db_for_read(self, model: type[Any], **hints: Any) -> str:
         path = _read_path.get()
-        if (
-            path is None
-            or connections[DEFAULT_DB_ALIAS].in_atomic_block
-            or not path.may_use_replica()
-        ):
+        if path is None or path.wrote:
             return DEFAULT_DB_ALIAS
-        return replicas.replica_choose(path.checked) or DEFAULT_DB_ALIAS
+        if path.database is None:
+            chosen = replicas.replica_choose(path.checked) if path.may_use_replica() else None
+            path.database = chosen or DEFAULT_DB_ALIAS
+        if path.database != DEFAULT_DB_ALIAS and connections[DEFAULT_DB_ALIAS].in_atomic_block:
+            return DEFAULT_DB_ALIAS
+        return path.database
 
     def db_for_write(self, model: type[Any], **hints: Any) -> str:
         path = _read_path.get()

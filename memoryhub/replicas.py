@@ -81,7 +81,7 @@ class _Replica:
 _states: dict[str, _Replica] = {}
 _states_lock = threading.Lock()
 _turn = itertools.count()
-# reads each replica was chosen for in this process (the tests and the bench read it)
+# requests each replica was chosen for in this process (the tests and the bench read it)
 reads_routed: dict[str, int] = {}
 
 
