@@ -4,9 +4,9 @@ database: a queued message names its rows by id, not its project), its parked ta
 by keyset pages, its recent maintenance runs, and its throughput per hour.
 
 Throughput counts, per hour (UTC) of the last THROUGHPUT_HOURS: the project's memories
-written in that window by the hour they were embedded (an old memory re-embedded is not
-counted: embedded_at has no index, created_at has), and its messages mined for facts by
-the hour of their extraction (FactExtraction, index (project, -created_at))."""
+by the hour they were embedded (re-embedded ones too; index memory_project_embedded),
+and its messages mined for facts by the hour of their extraction (FactExtraction, index
+(project, -created_at))."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def throughput_charts(
     slots = _hours(now, hours)
     start = slots[0]
     embedded = _per_hour(
-        Memory.objects.filter(project=project, created_at__gte=start, embedded_at__gte=start),
+        Memory.objects.filter(project=project, embedded_at__gte=start),
         "embedded_at",
     )
     mined = FactExtraction.objects.filter(

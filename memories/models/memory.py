@@ -191,6 +191,13 @@ class Memory(models.Model):
                 fields=["project", "room", "kind", "-created_at"], name="memory_room_kind"
             ),
             models.Index(fields=["project", "kind", "-created_at"], name="memory_project_kind"),
+            # what a project's workers embedded lately (the Jobs page's chart per hour;
+            # it read all of the project's rows: 176 ms of its 410 at 100,000)
+            models.Index(
+                fields=["project", "-embedded_at"],
+                name="memory_project_embedded",
+                condition=Q(embedded_at__isnull=False),
+            ),
             # the rarer statuses of a project, newest first: the trash, the review inbox,
             # the console's status filter (a status filter scanned all of a project's rows)
             models.Index(
