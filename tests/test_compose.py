@@ -5,6 +5,7 @@ scale profile. With the ``docker compose`` plugin installed, its own ``config`` 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -196,6 +197,95 @@ def test_the_scripts_are_executable_shell(script: str) -> None:
     path = BASE_DIR / "docker" / script
     assert path.stat().st_mode & 0o111
     assert subprocess.run(["sh", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_the_primarys_init_script_makes_the_replication_role(
+    tmp_path: Path, redis_server: object
+) -> None:
+    """docker/primary-init.sh run as the image runs it (psql as POSTGRES_USER), here on
+    the test session's embedded PostgreSQL and a scratch pg_hba.conf."""
+    import psycopg
+
+    from memoryhub import embedded
+    from memoryhub.embedded_standby import _bin_path
+
+    server = embedded.postgres_start()
+    binaries = _bin_path()  # the embedded server's own client programs
+    (tmp_path / "pg_hba.conf").write_text("local all all trust\n")
+    role = f"replicator_{os.getpid()}"
+    environment = {
+        "PATH": f"{binaries}:{os.environ['PATH']}",
+        "PGHOST": server.socket_dir,
+        "PGDATA": str(tmp_path),
+        "POSTGRES_USER": "postgres",
+        "POSTGRES_DB": "postgres",
+        "REPLICATION_USER": role,
+        "REPLICATION_PASSWORD": "it's secret",  # quoted as a literal, not as SQL
+    }
+    script = str(BASE_DIR / "docker" / "primary-init.sh")
+    try:
+        for _ in range(2):  # a role made already is left as it is
+            done = subprocess.run([script], env=environment, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+        with psycopg.connect(host=server.socket_dir, user="postgres", dbname="postgres") as db:
+            found = db.execute(
+                "SELECT rolreplication, rolcanlogin, rolpassword LIKE 'SCRAM-SHA-256$%%' "
+                "FROM pg_authid WHERE rolname = %s",
+                [role],
+            ).fetchone()
+        assert found == (True, True, True)
+        hba = (tmp_path / "pg_hba.conf").read_text().splitlines()
+        assert f"host replication {role} all scram-sha-256" in hba
+    finally:
+        with psycopg.connect(
+            host=server.socket_dir, user="postgres", dbname="postgres", autocommit=True
+        ) as db:
+            db.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def shim(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_the_replica_copies_the_primary_once_then_runs_as_a_standby(
+    tmp_path: Path, redis_server: object
+) -> None:
+    """docker/replica-entrypoint.sh against the test session's embedded PostgreSQL as
+    the primary (its socket folder as PRIMARY_HOST): the image's gosu and
+    docker-entrypoint.sh are stand-ins that run the command and record the hand-over."""
+    from memoryhub import embedded
+    from memoryhub.embedded_standby import _bin_path
+
+    server = embedded.postgres_start()
+    binaries = _bin_path()  # the embedded server's own pg_basebackup
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    shim(shims, "gosu", 'shift; exec "$@"')  # gosu USER COMMAND...: as root here
+    shim(shims, "docker-entrypoint.sh", f'echo "$@" >> {tmp_path}/handed-over')
+    pgdata = tmp_path / "replica"
+    environment = {
+        "PATH": f"{shims}:{binaries}:{os.environ['PATH']}",
+        "PGDATA": str(pgdata),
+        "PRIMARY_HOST": server.socket_dir,
+        "REPLICATION_USER": "postgres",  # the embedded server trusts local replication
+        "REPLICATION_PASSWORD": "unused",
+    }
+    script = str(BASE_DIR / "docker" / "replica-entrypoint.sh")
+    command = [script, "postgres", "-c", "hot_standby=on"]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (pgdata / "PG_VERSION").is_file() and (pgdata / "standby.signal").is_file()
+    assert "primary_conninfo" in (pgdata / "postgresql.auto.conf").read_text()
+    assert pgdata.stat().st_mode & 0o777 == 0o700
+    copied = (pgdata / "PG_VERSION").stat().st_mtime
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (pgdata / "PG_VERSION").stat().st_mtime == copied  # not copied again
+    handed_over = (tmp_path / "handed-over").read_text().splitlines()
+    assert handed_over == ["postgres -c hot_standby=on"] * 2
+    shutil.rmtree(pgdata)  # a copy of the whole test server: no need to keep it
 
 
 def test_docker_compose_config_accepts_it() -> None:
