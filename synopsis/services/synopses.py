@@ -91,8 +91,11 @@ def _facts_due(user: EndUser, since: datetime | None, config: SynopsisSettings) 
     """Whether ``refresh_after_facts`` facts about the user arrived since ``since``."""
     if config.refresh_after_facts == 0:
         return False
-    facts = Memory.objects.filter(project_id=user.project_id, end_user=user).of_kind(
-        *IDENTITY_KINDS
+    facts = (
+        Memory.objects.filter(project_id=user.project_id, end_user=user)
+        .of_kind(*IDENTITY_KINDS)
+        # a proposal (the review inbox) or a forgotten fact says nothing new about her
+        .exclude(status__in=[Memory.Status.PROPOSED, Memory.Status.TRASHED])
     )
     if since is not None:
         facts = facts.filter(created_at__gt=since)
