@@ -35,6 +35,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import struct
 import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
@@ -77,6 +78,19 @@ RATE_LIMITED = Counter(
     ["route"],
 )
 
+# the labelled children by their labels: a dict lookup instead of labels()' validation
+# and lock at each request (the label sets are bounded: the URL patterns, the steps)
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children.setdefault(key, metric.labels(*labels))
+    return child
+
+
 _state_registry = CollectorRegistry(auto_describe=False)
 _state_registry.register(StateCollector())
 
@@ -96,9 +110,9 @@ def response_observe(request: HttpRequest, response: HttpResponse, seconds: floa
     """Count one answered request (and the steps of a search or context it answered)."""
     route = request_route(request)
     status = response.status_code
-    REQUEST_SECONDS.labels(request.method or "", route, f"{status // 100}xx").observe(seconds)
+    _child(REQUEST_SECONDS, request.method or "", route, f"{status // 100}xx").observe(seconds)
     if status == 429:
-        RATE_LIMITED.labels(route).inc()
+        _child(RATE_LIMITED, route).inc()
     data = getattr(response, "data", None)  # a DRF answer's data, still there after render
     if status == 200 and isinstance(data, dict):
         timings = data.get("timings_ms")
@@ -111,7 +125,7 @@ def steps_observe(route: str, timings: Iterable[tuple[Any, Any]]) -> None:
         if count >= MAX_STEPS:
             break
         if isinstance(ms, int | float):
-            STEP_SECONDS.labels(route, str(step)).observe(float(ms) / 1000)
+            _child(STEP_SECONDS, route, str(step)).observe(float(ms) / 1000)
 
 
 class MetricsMiddleware:
@@ -126,7 +140,7 @@ class MetricsMiddleware:
             response = self.get_response(request)
         except BaseException:
             seconds = time.perf_counter() - started
-            REQUEST_SECONDS.labels(request.method or "", request_route(request), "5xx").observe(
+            _child(REQUEST_SECONDS, request.method or "", request_route(request), "5xx").observe(
                 seconds
             )
             raise
@@ -170,13 +184,23 @@ def scrape_allowed(request: HttpRequest) -> bool:
 def exposition() -> bytes:
     """This process's (or this machine's, in multiprocess mode) counters, then the
     state read from the database and Redis now."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    text = _multiprocess_text() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else None
+    return (text or generate_latest(REGISTRY)) + generate_latest(_state_registry)
+
+
+def _multiprocess_text(attempts: int = 3) -> bytes:
+    """Every process's files added up; read again when one was caught being created
+    (a process's first file is empty for an instant: struct.error)."""
+    for attempt in range(attempts):
         counted = CollectorRegistry()
         multiprocess.MultiProcessCollector(counted)  # type: ignore[no-untyped-call]
-        text = generate_latest(counted)
-    else:
-        text = generate_latest(REGISTRY)
-    return text + generate_latest(_state_registry)
+        try:
+            return generate_latest(counted)
+        except struct.error:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
+    return b""
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,56 @@ def _answers(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+# --- several web processes on one machine -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_gunicorn_workers_add_up_their_counters(db, tmp_path):
+    """Two gunicorn workers sharing PROMETHEUS_MULTIPROC_DIR: whichever one answers the
+    scrape counts the requests both served."""
+    port, folder = _free_port(), Path(tmp_path) / "prometheus"
+    folder.mkdir()
+    env = {**os.environ, "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
+           "PROMETHEUS_MULTIPROC_DIR": str(folder), "METRICS_TOKEN": TOKEN,
+           "EMBEDDING_WARM_UP": "0"}  # fmt: skip
+    log_path = Path(tmp_path) / "web.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "memoryhub.wsgi", "--workers", "2",
+             "--bind", f"127.0.0.1:{port}"],
+            env=env, cwd=BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _get(f"{base}/health/") or process.poll() is not None, timeout=90)
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        requests = "memoryhub_http_request_duration_seconds_count"
+        before = total(_scrape_http(base), requests, route="health/")
+        with ThreadPoolExecutor(8) as pool:  # both workers busy: each takes some
+            assert all(pool.map(lambda _: _get(f"{base}/health/"), range(60)))
+        counts = {total(_scrape_http(base), requests, route="health/") for _ in range(6)}
+        # whichever worker answered counted both workers' requests (a process of another
+        # test probing /health/ on a port it thought free may add one)
+        assert min(counts) >= before + 60 and max(counts) <= before + 63, (before, counts)
+        assert len(list(folder.glob("histogram_*.db"))) >= 2
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _scrape_http(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    request = urllib.request.Request(
+        f"{base}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return parse(response.read().decode())
+
+
+def _get(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
