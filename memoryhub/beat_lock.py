@@ -15,8 +15,10 @@ standby, trying again every few seconds, having sent nothing: it takes over with
 BEAT_LOCK_SECONDS of the first one dying (at once when the first one stops cleanly: it
 deletes its lock on exit). A beat that loses its lock (it could not renew it for
 BEAT_LOCK_SECONDS: Redis was down or the process was frozen, and another beat may hold
-it now) stops itself with SIGTERM (beat saves its schedule and exits); its supervisor
-(Docker's restart policy, `manage.py hub`) starts it again, as a standby if need be.
+it now; or another beat holds it) stops itself with SIGTERM (beat saves its schedule
+and exits); its supervisor (Docker's restart policy, `manage.py hub`) starts it again,
+as a standby if need be. A lock that vanished with a Redis restarted empty is taken
+again at the next renewal: nobody else held it.
 
 BEAT_LOCK_SECONDS=0 turns the lock off.
 """
@@ -42,8 +44,11 @@ logger = logging.getLogger(__name__)
 LOCK_KEY = "memoryhub:beat:lock"
 DEFAULT_SECONDS = 30.0
 # the value is the holder's only when it is ours: renewal and release are atomic
+# renewal takes the key again when it is gone (Redis restarted without it): nobody holds it
 _RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+local holder = redis.call('get', KEYS[1])
+if holder == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+if not holder then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
 return 0
 """
 _RELEASE = """
@@ -74,7 +79,8 @@ def lock_take(client: redis.Redis, token: str, seconds: float) -> bool:
 
 
 def lock_renew(client: redis.Redis, token: str, seconds: float) -> bool:
-    """Extend the lock if ``token`` still holds it; False when it was lost."""
+    """Extend the lock if ``token`` still holds it, or take it again if nobody does;
+    False when another holder has it."""
     return bool(client.eval(_RENEW, 1, LOCK_KEY, token, int(seconds * 1000)))
 
 

@@ -67,6 +67,16 @@ def test_a_holder_that_lost_its_lock_stops(lock_client: redis.Redis) -> None:
     assert not lock_release(lock_client, lock.token)
 
 
+def test_a_lock_gone_with_a_redis_restart_is_taken_again(lock_client: redis.Redis) -> None:
+    stops: list[str] = []
+    lock = beat_lock_acquire(lock_client, seconds=30, timeout=0, on_lost=lambda: stops.append("x"))
+    assert lock is not None
+    lock_client.delete(LOCK_KEY)  # Redis restarted without it: nobody holds it
+    assert lock.renew_once() and not stops
+    assert lock_holder(lock_client) == lock.token
+    assert 0 < lock_client.pttl(LOCK_KEY) <= 30_000
+
+
 def test_redis_down_for_less_than_the_expiry_keeps_the_lock(lock_client: redis.Redis) -> None:
     stops: list[str] = []
     lock = beat_lock_acquire(lock_client, seconds=30, timeout=0, on_lost=lambda: stops.append("x"))
