@@ -175,7 +175,7 @@ FILL_ROOMS_SQL = """
     INSERT INTO memories_room
         (project_id, external_id, name, world_id, metadata, settings, created_at, updated_at)
     SELECT %(project)s, %(prefix)s || lpad(r::text, 6, '0'), '', '', '{}', '{}', now(), now()
-    FROM generate_series(%(first_room)s, %(last_room)s) r
+    FROM generate_series(%(first_room)s::int, %(last_room)s::int) r
 """
 FILL_SOURCES_SQL = """
     CREATE TEMPORARY TABLE console_sources AS
@@ -200,7 +200,9 @@ FILL_SQL = """
     SELECT new.id, new.id, %(project)s, u.id, room.id, 'message', s.role, s.content,
            s.content_hash, stamp.at, stamp.at, stamp.at, '{}', '{"source": "bulk"}', false,
            0.5, 1.0, 0, 'active', 'done', '[]'
-    FROM (SELECT g, gen_random_uuid() AS id FROM generate_series(%(start)s, %(stop)s - 1) g) new
+    FROM (
+        SELECT g, gen_random_uuid() AS id FROM generate_series(%(start)s::int, %(stop)s::int - 1) g
+    ) new
     CROSS JOIN total
     JOIN console_sources s ON s.i = new.g %% total.n
     JOIN users u ON u.i = (new.g / 25) %% u.n
