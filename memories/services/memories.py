@@ -246,25 +246,7 @@ def memories_status_change(
     """Give memories a new status (archive, supersede, prune, trash), recording each
     change (with ``intent``). The caller holds them locked in its transaction; nothing
     is deleted."""
-    now = timezone.now()
-    before = [memory.snapshot() for memory in memories]
-    for memory in memories:
-        memory.status = status
-        memory.updated_at = now
-    Memory.objects.bulk_update(memories, ["status", "updated_at"])
-    MemoryRevision.objects.bulk_create(
-        [
-            revision_build(
-                memory=memory,
-                action=action,
-                actor=actor,
-                before=old,
-                after=memory.snapshot(),
-                intent=intent,
-            )
-            for memory, old in zip(memories, before, strict=True)
-        ]
-    )
+    _field_set(memories, "status", status, action=action, actor=actor, intent=intent)
 
 
 def memories_pin_change(
@@ -273,17 +255,24 @@ def memories_pin_change(
     """Pin or unpin memories (never pruned; importance counts as 1) in one statement,
     recording each change (with ``intent``). The caller holds them locked in its
     transaction; memories already so are the caller's to leave out."""
+    _field_set(memories, "pinned", pinned, action="update", actor=actor, intent=intent)
+
+
+def _field_set(
+    memories: list[Memory], name: str, value: Any, *, action: str, actor: Actor, intent: str
+) -> None:
+    """One field of locked memories set in one statement, a revision of each."""
     now = timezone.now()
     before = [memory.snapshot() for memory in memories]
     for memory in memories:
-        memory.pinned = pinned
+        setattr(memory, name, value)
         memory.updated_at = now
-    Memory.objects.bulk_update(memories, ["pinned", "updated_at"])
+    Memory.objects.bulk_update(memories, [name, "updated_at"])
     MemoryRevision.objects.bulk_create(
         [
             revision_build(
                 memory=memory,
-                action="update",
+                action=action,
                 actor=actor,
                 before=old,
                 after=memory.snapshot(),
