@@ -37,7 +37,7 @@ def test_a_dry_run_answers_at_once_and_changes_nothing_even_with_a_read_key(owne
     assert response.status_code == 200, response.content
     run = response.json()
     assert (run["task"], run["dry_run"], run["status"], run["user"]) == ("prune", True, "ok", None)
-    assert run["counts"] == {**COUNTS, "purged": 0}
+    assert run["counts"] == {**COUNTS, "purged": 0, "trash_purged": 0}
     assert {policy: names(alice, ids) for policy, ids in _uuids(run["ids"]).items()} == EXPECTED
     assert run["truncated"] is False
     assert "pruned" not in statuses(alice).values()
@@ -75,7 +75,7 @@ def test_a_real_run_needs_a_write_key_and_is_queued(
     prune_queued_run(run_id=queued["id"])  # what the worker does with the message
     run = owner.read_client.get(f"/api/v1/prune/runs/{queued['id']}/").json()
     assert run["status"] == "ok"
-    assert run["counts"] == {**COUNTS, "skipped": 0, "purged": 0}
+    assert run["counts"] == {**COUNTS, "skipped": 0, "purged": 0, "trash_purged": 0}
     assert {policy: names(alice, ids) for policy, ids in _uuids(run["ids"]).items()} == EXPECTED
     revisions = owner.client.get(f"/api/v1/memories/{alice['m1'].pk}/revisions/").json()
     actions = [(r["action"], r["actor"]) for r in revisions["results"]]

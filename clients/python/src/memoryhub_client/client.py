@@ -153,6 +153,7 @@ class MemoryHub(_Base):
         self.prune = groups.Prune(self)
         self.settings = groups.ProjectSettings(self)
         self.embedding = groups.Embedding(self)
+        self.llm = groups.Llm(self)
 
     def _send(self, call: Call[T]) -> T:
         """Send ``call`` with its retries; its answer, or its error."""
@@ -225,6 +226,7 @@ class AsyncMemoryHub(_Base):
         self.prune = groups_async.AsyncPrune(self)
         self.settings = groups_async.AsyncProjectSettings(self)
         self.embedding = groups_async.AsyncEmbedding(self)
+        self.llm = groups_async.AsyncLlm(self)
 
     async def _send(self, call: Call[T]) -> T:
         """Send ``call`` with its retries; its answer, or its error."""

@@ -168,3 +168,9 @@ class Embedding(Group):
     get = sync_method(project.embedding_get)
     switch = sync_method(project.embedding_switch)
     cancel = sync_method(project.embedding_switch_cancel)
+
+
+class Llm(Group):
+    """What the project's optional LLM spent this month against its budget."""
+
+    usage = sync_method(project.llm_usage_get)

@@ -20,6 +20,7 @@ __all__ = [
     "AsyncBuffer",
     "AsyncDocuments",
     "AsyncEmbedding",
+    "AsyncLlm",
     "AsyncMemories",
     "AsyncPrune",
     "AsyncProjectSettings",
@@ -165,3 +166,9 @@ class AsyncEmbedding(AsyncGroup):
     get = async_method(project.embedding_get)
     switch = async_method(project.embedding_switch)
     cancel = async_method(project.embedding_switch_cancel)
+
+
+class AsyncLlm(AsyncGroup):
+    """What the project's optional LLM spent this month against its budget."""
+
+    usage = async_method(project.llm_usage_get)

@@ -22,6 +22,7 @@ from memoryhub_client.models import (
     EmbeddingState,
     EmbeddingSwitch,
     ImportResult,
+    LlmUsage,
     Page,
     PruneRun,
     SearchResult,
@@ -188,3 +189,8 @@ def embedding_switch(model: str) -> Call[EmbeddingSwitch]:
 def embedding_switch_cancel() -> Call[EmbeddingSwitch]:
     """Cancel the running switch: the project keeps its model."""
     return Call("POST", "embedding/switch/cancel/", as_model(EmbeddingSwitch))
+
+
+def llm_usage_get() -> Call[LlmUsage]:
+    """The project's LLM tokens this month against its ``llm.monthly_token_budget``."""
+    return Call("GET", "llm-usage/", as_model(LlmUsage))

@@ -29,6 +29,7 @@ from memoryhub_client.models.project import (
     ImportMemories,
     ImportResult,
     ImportVectors,
+    LlmUsage,
     Progress,
     PruneRun,
     Settings,
@@ -83,6 +84,7 @@ MODELS: tuple[type[Model], ...] = (
     EmbeddingSwitch,
     EmbeddingState,
     SettingsRevision,
+    LlmUsage,
 )
 
 __all__ = [
@@ -103,6 +105,7 @@ __all__ = [
     "ImportMemories",
     "ImportResult",
     "ImportVectors",
+    "LlmUsage",
     "Memory",
     "MemoryCreated",
     "MemoryRevision",

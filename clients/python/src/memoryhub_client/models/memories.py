@@ -55,7 +55,8 @@ class MemoryCreated(Model):
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryRevision(Model):
-    """One change of a memory: who (``actor_type``, ``actor``), when, before/after."""
+    """One change of a memory: who (``actor_type``, ``actor``), when, before/after, and
+    why beyond the action (``intent``: restore, undo, bulk, review; "" for a plain one)."""
 
     __schema__ = ("MemoryRevisionOutput",)
 
@@ -64,6 +65,7 @@ class MemoryRevision(Model):
     action: str
     actor_type: str
     actor: str
+    intent: str = ""
     before: Any = None
     after: Any = None
     created_at: datetime | None = None

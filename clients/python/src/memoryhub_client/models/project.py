@@ -175,6 +175,23 @@ class SettingsRevision(Model):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LlmUsage(Model):
+    """The project's LLM tokens this calendar month (UTC) against its monthly budget
+    (``budget`` 0: no limit). ``spent``: until ``resets_at`` the hub's workers summarize,
+    extract facts and write synopses offline (writes never fail)."""
+
+    __schema__ = ("LlmUsageOutput",)
+
+    month: str
+    tokens: int
+    budget: int
+    remaining: int | None = None
+    spent: bool = False
+    resets_at: datetime | None = None
+    llm_configured: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class EmbeddingChoice(Model):
     """A model the project can switch to (``key``: what ``embedding.switch`` takes)."""
 
