@@ -173,15 +173,26 @@ def worker_carries_on(owner: Any) -> None:
     wait_until(lambda: Memory.objects.filter(pk=memory.pk, embedding_status="done").exists(), 90)
     broker = redis.Redis.from_url(settings.REDIS_URL)
 
-    def quiet() -> bool:
-        queued = sum(broker.llen(queue) for queue in ("default", "derived", "ingestion"))
+    def left() -> dict[str, Any]:
+        """What the worker still has: queued and unacknowledged tasks, busy queries."""
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND backend_type = 'client backend' AND state <> 'idle' "
-                "AND pid <> pg_backend_pid()"
+                "SELECT state, left(query, 120) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND backend_type = 'client backend' "
+                "AND state <> 'idle' AND pid <> pg_backend_pid()"
             )
-            busy = cursor.fetchone()[0]
-        return queued == 0 and busy == 0 and not broker.zcard("unacked_index")
+            busy = cursor.fetchall()
+        return {
+            "queued": {q: broker.llen(q) for q in ("default", "derived", "ingestion")},
+            "unacked": broker.zcard("unacked_index"),
+            "busy": busy,
+        }
 
-    wait_until(quiet, timeout=60, interval=0.2)
+    def quiet() -> bool:
+        now = left()
+        return not any(now["queued"].values()) and not now["unacked"] and not now["busy"]
+
+    try:
+        wait_until(quiet, timeout=60, interval=0.2)
+    except AssertionError as error:
+        raise AssertionError(f"the worker did not go quiet within 60 s: {left()}") from error

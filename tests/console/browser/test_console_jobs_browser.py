@@ -4,7 +4,9 @@ reload, naming the worker, the task and how long it has run."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -35,7 +37,7 @@ def sleepy_worker(live_server) -> Iterator[str]:
          "tests.console.browser.sleeper", "-Q", queue, "--concurrency", "1",
          "--hostname", hostname, "--without-mingle", "--without-gossip"],
         env=env, cwd=BASE_DIR, stdout=log,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
@@ -43,12 +45,24 @@ def sleepy_worker(live_server) -> Iterator[str]:
         sleeper.apply_async(args=[60], queue=queue)
         yield hostname
     finally:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # the worker and its pool child
         process.wait(timeout=20)
         log.close()
-        # forget it: later tests must not see a worker that died
+        # forget it: later tests must not see a worker that died, nor the sleeper's
+        # message it held (the session's shared worker waits for no unacked message)
         client.delete(f"{workers.HEARTBEAT_PREFIX}{hostname}")
         client.hdel(f"{workers.HEARTBEAT_PREFIX.rstrip(':')}-last", hostname)
+        unacked_forget(client, queue)
+
+
+def unacked_forget(client: redis.Redis, queue: str) -> None:
+    """Drop the messages of ``queue`` that a killed worker held unacknowledged (the
+    Redis transport keeps them for its visibility timeout, an hour, then redelivers)."""
+    for tag, payload in client.hgetall("unacked").items():
+        if json.loads(payload)[-1] == queue:
+            client.hdel("unacked", tag)
+            client.zrem("unacked_index", tag)
+    client.delete(queue)
 
 
 def test_a_stuck_task_turns_red_on_the_jobs_page(editor_page, owner, sleepy_worker):
