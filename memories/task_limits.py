@@ -73,6 +73,8 @@ def _table() -> dict[str, TaskLimit]:
         # last one (every 30 s): seconds each, minutes would be a stuck database
         "memories.tasks.working_memory_trim_task": _limit(120),
         "memories.tasks.accesses_flush_task": _limit(120),
+        # one statement over the tallies (tens of thousands of rows at 1M memories)
+        "memories.tasks.tallies_fold_task": _limit(120),
         # every project's scores or pruning, in chunks: 3.6 s and 1.3 s per 100,000
         # memories measured (BENCHMARKS.md), so 50 minutes is tens of millions; below the
         # hourly schedule, with five minutes to record the run at the limit

@@ -47,6 +47,7 @@ from memories.services.pruning import (
     pruning_due,
 )
 from memories.services.revisions import Actor
+from memories.services.tallies import tallies_fold
 from memories.services.working import working_trim
 from memories.task_guard import Interruption, TaskInput, no_ids, task_options
 from memories.worker import DATABASE_RETRY
@@ -164,6 +165,12 @@ def working_memory_trim_task() -> int:
 def accesses_flush_task() -> int:
     """Write the reads counted in Redis to the memories' access_count and accessed_at."""
     return accesses_flush()
+
+
+@shared_task(**task_options("memories.tasks.tallies_fold_task"), max_retries=5, **DATABASE_RETRY)
+def tallies_fold_task() -> int:
+    """Fold the memory tallies' appended counts, one row a group; the rows left."""
+    return tallies_fold()
 
 
 @shared_task(**task_options("memories.tasks.importance_recompute_task"))

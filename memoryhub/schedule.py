@@ -56,6 +56,10 @@ def _beat_schedule() -> dict[str, Any]:
             "task": "memories.tasks.accesses_flush_task",
             "schedule": env_float("ACCESS_FLUSH_INTERVAL", 30.0),
         },
+        "tallies-fold": {  # the memory counts' appended rows, one a group
+            "task": "memories.tasks.tallies_fold_task",
+            "schedule": env_float("TALLIES_FOLD_INTERVAL", 60.0),
+        },
         "importance-recompute": {  # MUXI importance scores, one maintenance run per project
             "task": "memories.tasks.importance_recompute_task",
             "schedule": env_float("IMPORTANCE_RECOMPUTE_INTERVAL", 3600.0),

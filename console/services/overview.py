@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memories.models import ApiKey, EndUser, Memory, Project
 from memories.services.parking import ParkedSummary, parked_tasks_summary
+from memories.services.tallies import (
+    UserFigures,
+    project_counts,
+    project_days,
+    projects_counted,
+    user_last_activity,
+    user_memory_count,
+    users_figures,
+)
 from memories.services.worker_health import HealthReport, health_report
 
 logger = logging.getLogger(__name__)
@@ -33,43 +42,21 @@ USER_SORTS = {  # the users list's ?sort= values and the ordering each means
 USER_SORT_DEFAULT = "-activity"
 
 
-def _memory_count(project: Project) -> Subquery:
-    """Memories of the outer user; served by the index (project, end_user, kind, ...)."""
-    return Subquery(
-        Memory.objects.filter(project=project, end_user=OuterRef("pk"))
-        .order_by()
-        .values("end_user")
-        .annotate(n=Count("*"))
-        .values("n"),
-        output_field=IntegerField(),
-    )
-
-
-def _last_activity(project: Project) -> Subquery:
-    return Subquery(
-        Memory.objects.filter(project=project, end_user=OuterRef("pk"))
-        .order_by()
-        .values("end_user")
-        .annotate(last=Max("created_at"))
-        .values("last")
-    )
-
-
 def projects_summarize(*, projects: QuerySet[Project]) -> list[Project]:
     """The projects by name, each with ``memory_count``, ``user_count`` and ``pending``
-    (one query; each count a subquery the project's indexes serve)."""
+    (one query: the memories' counts from their tallies, the users' from an index)."""
 
-    def count_of(queryset: QuerySet[Any]) -> Coalesce:
-        counted = queryset.order_by().values("project").annotate(n=Count("*")).values("n")
-        return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-
-    memories = Memory.objects.filter(project=OuterRef("pk"))
+    users = (
+        EndUser.objects.filter(project=OuterRef("pk"))
+        .order_by()
+        .values("project")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
     return list(
-        projects.annotate(
-            memory_count=count_of(memories),
-            user_count=count_of(EndUser.objects.filter(project=OuterRef("pk"))),
-            pending=count_of(memories.pending_embedding()),
-        ).order_by("name")
+        projects_counted(projects)
+        .annotate(user_count=Coalesce(Subquery(users, output_field=IntegerField()), 0))
+        .order_by("name")
     )
 
 
@@ -108,19 +95,11 @@ class Overview:
 
 
 def memories_per_day(*, project: Project, days: int = CHART_DAYS) -> list[DayCount]:
-    """Memories created on each of the last ``days`` days (UTC), oldest first, zeros
-    included: one GROUP BY over the project's recent rows."""
+    """The project's memories created on each of the last ``days`` days (UTC) and
+    still there, oldest first, zeros included (from the tallies)."""
     today = timezone.now().astimezone(timezone.get_fixed_timezone(0)).date()
     first = today - timedelta(days=days - 1)
-    start = datetime.combine(first, datetime.min.time(), tzinfo=timezone.get_fixed_timezone(0))
-    rows = (
-        Memory.objects.filter(project=project, created_at__gte=start)
-        .annotate(day=TruncDate("created_at"))
-        .order_by()
-        .values("day")
-        .annotate(n=Count("*"))
-    )
-    counts = {row["day"]: row["n"] for row in rows}
+    counts = project_days(project=project, first=first)
     return [
         DayCount(day=day, count=counts.get(day, 0))
         for day in (first + timedelta(days=offset) for offset in range(days))
@@ -139,21 +118,16 @@ def workers_health() -> tuple[HealthReport | None, str]:
 
 def project_overview(*, project: Project) -> Overview:
     """Counts by kind and status, memories per day, backlog, queues and workers."""
-    # one pass over the project's rows gives both tables: kind x status, and the
-    # embedding status (pending, failed)
-    grouped = (
-        Memory.objects.filter(project=project)
-        .order_by()
-        .values("kind", "status", "embedding_status")
-        .annotate(n=Count("*"))
-    )
+    # the tallies give both tables: kind x status, and the embedding status
+    counted = project_counts(project=project)
     kinds, statuses = list(Memory.Kind.values), list(Memory.Status.values)
     by_kind = {kind: dict.fromkeys(statuses, 0) for kind in kinds}
     embedding = dict.fromkeys(Memory.EmbeddingStatus.values, 0)
-    for row in grouped:
-        counts = by_kind.setdefault(row["kind"], dict.fromkeys(statuses, 0))
-        counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
-        embedding[row["embedding_status"]] = embedding.get(row["embedding_status"], 0) + row["n"]
+    for (kind, status), n in counted.by_kind_status.items():
+        counts = by_kind.setdefault(kind, dict.fromkeys(statuses, 0))
+        counts[status] = counts.get(status, 0) + n
+    for embedding_status, n in counted.by_embedding.items():
+        embedding[embedding_status] = embedding.get(embedding_status, 0) + n
     overview = Overview(
         total=sum(sum(row.values()) for row in by_kind.values()),
         kinds=kinds,
@@ -188,16 +162,16 @@ def users_list(*, project: Project, query: str = "", sort: str = "", page: Any =
     substring), sorted by ``sort`` (a key of USER_SORTS), USERS_PER_PAGE a page.
 
     Only the sort's own figure is computed for every matching user (a correlated
-    subquery on the index (project, end_user, kind, -created_at)); the page's figures
-    are then read for its users alone in one GROUP BY."""
+    subquery on her memories' tallies); the page's figures are then read for its
+    users alone in one GROUP BY of theirs."""
     sort = sort if sort in USER_SORTS else USER_SORT_DEFAULT
     users = EndUser.objects.for_project(project)
     if query:
         users = users.filter(Q(external_id__icontains=query) | Q(name__icontains=query))
     if sort.lstrip("-") == "memories":
-        users = users.annotate(memory_count=Coalesce(_memory_count(project), 0))
+        users = users.annotate(memory_count=user_memory_count(project))
     elif sort.lstrip("-") == "activity":
-        users = users.annotate(last_activity=_last_activity(project))
+        users = users.annotate(last_activity=user_last_activity(project))
     # users without memories have no figure: last either way
     ordering = [
         F(name[1:]).desc(nulls_last=True) if name[0] == "-" else F(name).asc(nulls_last=True)
@@ -211,19 +185,9 @@ def users_list(*, project: Project, query: str = "", sort: str = "", page: Any =
 
 def _page_figures_add(project: Project, users: list[EndUser]) -> None:
     """Set memory_count, room_count and last_activity on each user of one page."""
-    rows = (
-        Memory.objects.filter(project=project, end_user__in=[user.pk for user in users])
-        .order_by()
-        .values("end_user")
-        .annotate(
-            n=Count("*"),
-            rooms=Count("room", distinct=True),
-            last=Max("created_at"),
-        )
-    )
-    figures: dict[int, dict[str, Any]] = {row["end_user"]: dict(row) for row in rows}
+    figures = users_figures(project=project, user_ids=[user.pk for user in users])
     for user in users:
-        row: dict[str, Any] = figures.get(user.pk, {})
-        user.memory_count = row.get("n", 0)  # type: ignore[attr-defined]
-        user.room_count = row.get("rooms", 0)  # type: ignore[attr-defined]
-        user.last_activity = row.get("last")  # type: ignore[attr-defined]
+        figure = figures.get(user.pk, UserFigures())
+        user.memory_count = figure.memories  # type: ignore[attr-defined]
+        user.room_count = figure.rooms  # type: ignore[attr-defined]
+        user.last_activity = figure.last_activity  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from memories.models.memory import (
 )
 from memories.models.operators import Membership, MembershipQuerySet
 from memories.models.synopsis import Synopsis, SynopsisPart, SynopsisRevision
+from memories.models.tallies import MemoryTally
 from memories.models.tasks import ParkedTask
 from memories.models.tenancy import (
     Agent,
@@ -44,6 +45,7 @@ __all__ = [
     "Memory",
     "MemoryQuerySet",
     "MemoryRevision",
+    "MemoryTally",
     "ParkedTask",
     "Project",
     "Room",
