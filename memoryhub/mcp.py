@@ -36,7 +36,7 @@ from memoryhub_client.mcp_server import server_build
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-__all__ = ["McpView", "caller_hub"]
+__all__ = ["McpView", "caller_hub", "mcp_view"]
 
 # the defaults of user and room when a tool call leaves them out: an MCP host sets them
 # once in its server config, as MEMORYHUB_USER / MEMORYHUB_ROOM do for stdio
@@ -162,3 +162,6 @@ class McpView(APIView):
             if name.lower() not in SKIPPED_HEADERS:
                 response[name] = value
         return response
+
+
+mcp_view = McpView.as_view()

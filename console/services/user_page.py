@@ -13,9 +13,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, F, Max, Q, Sum
 
-from memories.models import EndUser, Memory, MemoryQuerySet, MemoryRevision, Project, Room
+from memories.models import (
+    EndUser,
+    Memory,
+    MemoryQuerySet,
+    MemoryRevision,
+    MemoryTally,
+    Project,
+    Room,
+)
 from memories.services.memories import RESTORED_FIELDS
 
 PAGE_SIZE = 50
@@ -111,6 +119,34 @@ def user_rooms_get(*, project: Project, end_user: EndUser) -> list[RoomActivity]
         for room_id, row in activity.items()
         if room_id in rooms
     ]
+
+
+RECENT_ROOMS = 20  # the rooms the context preview suggests
+
+
+def user_recent_rooms(
+    *, project: Project, end_user: EndUser, limit: int = RECENT_ROOMS
+) -> list[Room]:
+    """The rooms she has memories in, most recently written first, at most ``limit``
+    (from her memories' tallies: milliseconds whatever her number of rooms)."""
+    rows = (
+        MemoryTally.objects.filter(project_id=project.pk, end_user_id=end_user.pk, room_id__gt=0)
+        .values("room_id")
+        .annotate(total=Sum("n"), last=Max("last_at"))
+        .filter(total__gt=0)
+        .order_by(F("last").desc(nulls_last=True), "room_id")[:limit]
+    )
+    ids = [row["room_id"] for row in rows]
+    rooms = Room.objects.for_project(project).only("external_id", "name").in_bulk(ids)
+    return [rooms[room_id] for room_id in ids if room_id in rooms]
+
+
+def user_room_find(*, project: Project, end_user: EndUser, external_id: str) -> Room | None:
+    """The project's room ``external_id`` if she has memories in it."""
+    room = Room.objects.for_project(project).filter(external_id=external_id).first()
+    if room is None or not room.memories.filter(end_user=end_user).exists():
+        return None
+    return room
 
 
 @dataclass

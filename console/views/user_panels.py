@@ -21,7 +21,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.services.user_page import user_rooms_get
+from console.services.user_page import user_recent_rooms, user_room_find
 from console.views.access import ConsoleRequest, project_view
 from console.views.user_page import end_user_of
 from memories.api.context import MAX_TOKENS, MIN_TOKENS
@@ -241,7 +241,14 @@ def user_synopsis_refresh(request: ConsoleRequest, user_id: int) -> HttpResponse
 class ContextPreviewForm(forms.Form):
     """What an agent sends to POST /api/v1/context/, for the preview."""
 
-    room = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    room = forms.CharField(
+        required=False,
+        max_length=255,
+        empty_value=None,
+        widget=forms.TextInput(
+            attrs={"list": "context-rooms", "placeholder": "none", "autocomplete": "off"}
+        ),
+    )
     query = forms.CharField(
         max_length=QUERY_MAX_CHARS,
         widget=forms.Textarea(
@@ -251,13 +258,23 @@ class ContextPreviewForm(forms.Form):
     max_tokens = forms.IntegerField(min_value=MIN_TOKENS, max_value=MAX_TOKENS, label="max tokens")
     encoding = forms.ChoiceField(choices=[(name, name) for name in ENCODINGS])
 
-    def __init__(self, *args: Any, rooms: list[Room], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, end_user: EndUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.rooms = {room.pk: room for room in rooms}
-        choices = [(room.pk, room.external_id) for room in rooms]
-        room = self.fields["room"]
-        assert isinstance(room, forms.TypedChoiceField)
-        room.choices = [("", "no room (no conversation)"), *choices]
+        self.end_user = end_user
+        self.room: Room | None = None
+
+    def clean_room(self) -> str | None:
+        """The room's id as an agent sends it; one of the user's rooms (a user may have
+        thousands: a text field with her recent ones suggested, not a select)."""
+        external_id = self.cleaned_data["room"]
+        if external_id is None:
+            return None
+        self.room = user_room_find(
+            project=self.end_user.project, end_user=self.end_user, external_id=external_id
+        )
+        if self.room is None:
+            raise forms.ValidationError("This user has no memories in a room of that id.")
+        return str(external_id)
 
 
 @dataclass
@@ -326,10 +343,9 @@ def _preview(
     end_user: EndUser, form: ContextPreviewForm
 ) -> tuple[ContextResult, list[SectionView]]:
     data = form.cleaned_data
-    room = form.rooms.get(data["room"]) if data["room"] is not None else None
     result = context_build(
         end_user=end_user,
-        room=room,
+        room=form.room,
         query=data["query"],
         max_tokens=data["max_tokens"],
         encoding=data["encoding"],
@@ -347,14 +363,19 @@ def user_context_preview(request: ConsoleRequest, user_id: int) -> HttpResponse:
     viewers may use it, and it records nothing."""
     project = request.project
     end_user = end_user_of(request, user_id)
-    rooms = [item.room for item in user_rooms_get(project=project, end_user=end_user)]
     settings = project_settings_get(project=project).context
     initial = {"max_tokens": settings.max_tokens, "encoding": settings.encoding}
     asked = "query" in request.GET
     form = ContextPreviewForm(
-        {**initial, **request.GET.dict()} if asked else None, initial=initial, rooms=rooms
+        {**initial, **request.GET.dict()} if asked else None, initial=initial, end_user=end_user
     )
-    context = _base(request, end_user, form=form, sections_order=SECTIONS)
+    context = _base(
+        request,
+        end_user,
+        form=form,
+        sections_order=SECTIONS,
+        recent_rooms=user_recent_rooms(project=project, end_user=end_user),
+    )
     if asked and form.is_valid():
         result, sections = _preview(end_user, form)
         full = result.full_history_tokens

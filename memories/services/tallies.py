@@ -126,22 +126,27 @@ class UserFigures:
     last_activity: datetime | None = None
 
 
+USERS_FIGURES_SQL = """
+    SELECT end_user_id, sum(total), count(*) FILTER (WHERE room_id <> 0 AND total > 0), max(last)
+    FROM (
+        SELECT end_user_id, room_id, sum(n) AS total, max(last_at) AS last
+        FROM memories_memory_tally
+        WHERE project_id = %s AND end_user_id = ANY(%s)
+        GROUP BY end_user_id, room_id
+    ) AS rooms
+    GROUP BY end_user_id
+"""
+
+
 def users_figures(*, project: Project, user_ids: list[int]) -> dict[int, UserFigures]:
-    """Memories, rooms with memories and last activity of each of ``user_ids``."""
-    rows = (
-        MemoryTally.objects.filter(project_id=project.pk, end_user_id__in=user_ids)
-        .values_list("end_user_id", "room_id")
-        .annotate(total=Sum("n"), last=Max("last_at"))
-        .order_by()
-    )
-    figures: dict[int, UserFigures] = {}
-    for user_id, room_id, total, last in rows:
-        figure = figures.setdefault(user_id, UserFigures())
-        figure.memories += total
-        figure.rooms += 1 if room_id and total > 0 else 0
-        if last is not None and (figure.last_activity is None or last > figure.last_activity):
-            figure.last_activity = last
-    return figures
+    """Memories, rooms with memories and last activity of each of ``user_ids`` (summed
+    in the database: a page's users may have tens of thousands of rooms' rows)."""
+    with connection.cursor() as cursor:
+        cursor.execute(USERS_FIGURES_SQL, [project.pk, list(user_ids)])
+        return {
+            user_id: UserFigures(memories=int(total), rooms=rooms, last_activity=last)
+            for user_id, total, rooms, last in cursor.fetchall()
+        }
 
 
 def projects_counted(projects: Any) -> Any:

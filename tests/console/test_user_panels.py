@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from memories.models import EndUser, Membership, Memory, Synopsis, SynopsisRevision
+from console.services.user_page import RECENT_ROOMS
+from memories.models import EndUser, Membership, Synopsis, SynopsisRevision
 from memories.providers.tokens import token_count
 from memories.services.access import accesses_flush
 from memories.services.context.history import savings_totals
@@ -249,16 +250,15 @@ def test_the_preview_form_starts_from_the_projects_defaults(owner, viewer, maria
     assert response.status_code == 200
     assert 'name="max_tokens" value="4000"' in page
     assert '<option value="cl100k_base" selected>' in page
-    rooms = re.findall(r'<option value="\d+">([^<]+)</option>', page)
-    assert sorted(rooms) == ["garden", "kitchen"]
+    suggested = re.search(r'<datalist id="context-rooms">(.*?)</datalist>', page, re.S)[1]
+    assert sorted(re.findall(r'<option value="([^"]+)">', suggested)) == ["garden", "kitchen"]
     assert "context-prompt" not in page
 
 
 def test_the_preview_shows_the_prompt_counted_exactly_and_why(owner, viewer, maria):
     embed_pending()
     stored(maria)
-    kitchen = maria.memories.get(content__startswith="I adopted").room
-    page = preview(viewer, owner, maria, room=str(kitchen.pk), max_tokens="600").content.decode()
+    page = preview(viewer, owner, maria, room="kitchen", max_tokens="600").content.decode()
     prompt = prompt_of(page)
     total = int(re.search(r'<strong class="total-tokens">(\d+)</strong> / 600 tokens', page)[1])
     assert total == token_count(prompt) <= 600
@@ -282,8 +282,7 @@ def test_the_preview_lists_what_was_dropped_and_why(owner, editor, maria):
             for i in range(12)
         ],
     )
-    kitchen = maria.memories.filter(room__external_id="kitchen").first().room
-    page = preview(editor, owner, maria, room=str(kitchen.pk), max_tokens="100").content.decode()
+    page = preview(editor, owner, maria, room="kitchen", max_tokens="100").content.decode()
     assert 'class="dropped"' in page
     assert "over the section" in page  # the reason
     # bounded: a section lists its best few dropped candidates, the rest as a count
@@ -319,7 +318,7 @@ def test_the_preview_records_no_access_and_no_savings(owner, viewer, maria):
         ({"max_tokens": "300000"}, "less than or equal to 200000"),
         ({"query": ""}, "This field is required."),
         ({"encoding": "o200k_base"}, "Select a valid choice."),
-        ({"room": "999999"}, "Select a valid choice."),
+        ({"room": "no-such-room"}, "This user has no memories in a room of that id."),
     ],
 )
 def test_bad_preview_input_is_shown_in_place(owner, editor, maria, params, error):
@@ -331,10 +330,24 @@ def test_bad_preview_input_is_shown_in_place(owner, editor, maria, params, error
 
 def test_the_preview_offers_only_the_users_rooms(owner, editor, maria):
     write(owner, {"user": "bob", "room": "bobs-room", "role": "user", "content": "Hello"})
-    bob_room = Memory.objects.get(content="Hello").room
-    response = preview(editor, owner, maria, room=str(bob_room.pk))
+    response = preview(editor, owner, maria, room="bobs-room")
     assert response.status_code == 422
-    assert "bobs-room" not in response.content.decode()
+    page = response.content.decode()
+    assert "This user has no memories in a room of that id." in page
+    suggested = re.search(r'<datalist id="context-rooms">(.*?)</datalist>', page, re.S)[1]
+    assert "bobs-room" not in suggested and "kitchen" in suggested
+
+
+def test_the_preview_suggests_her_most_recent_rooms_first(owner, editor, maria):
+    for n in range(RECENT_ROOMS + 5):  # one write each: a room's latest write is later
+        write(
+            owner, {"user": "maria", "room": f"room-{n:02d}", "role": "user", "content": f"In {n}"}
+        )
+    page = editor.get(url("console-user-context", owner, maria), **HTMX).content.decode()
+    suggested = re.search(r'<datalist id="context-rooms">(.*?)</datalist>', page, re.S)[1]
+    rooms = re.findall(r'<option value="([^"]+)">', suggested)
+    newest = [f"room-{n:02d}" for n in range(RECENT_ROOMS + 4, 4, -1)]
+    assert rooms == newest
 
 
 # --- who may do what ---------------------------------------------------------------------
