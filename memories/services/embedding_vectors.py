@@ -18,6 +18,12 @@ _MEAN_VECTORS_SQL = """
     WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
 """
 _ARRAY_HEADER = 20
+# the same mean's cosine similarity to a query, computed where the vectors are: one
+# float a memory on the wire (a user's 800 facts: 1.2 MB of vectors otherwise)
+_MEAN_SIMILARITIES_SQL = """
+    SELECT memory_id, 1 - (avg(vector) <=> %s::vector) FROM memories_embedding
+    WHERE memory_id = ANY(%s) AND space_id = %s GROUP BY memory_id
+"""
 
 
 def memory_vectors(*, memory_ids: list[Any], space_id: int) -> dict[Any, np.ndarray]:
@@ -34,3 +40,17 @@ def memory_vectors(*, memory_ids: list[Any], space_id: int) -> dict[Any, np.ndar
         [np.frombuffer(bytes(raw), dtype=">f4", offset=_ARRAY_HEADER)[1::2] for _, raw in rows]
     ).astype(np.float32)
     return dict(zip([pk for pk, _ in rows], normalize(matrix), strict=True))
+
+
+def memory_similarities(
+    *, memory_ids: list[Any], space_id: int, query: np.ndarray
+) -> dict[Any, float]:
+    """Each embedded memory's cosine similarity to ``query`` in the space, by id: the
+    mean of its windows against it, as ``memory_vectors`` would give it. Memories not
+    embedded are absent."""
+    if not memory_ids:
+        return {}
+    literal = "[" + ",".join(f"{x:.7g}" for x in query.tolist()) + "]"
+    with connection.cursor() as cursor:
+        cursor.execute(_MEAN_SIMILARITIES_SQL, [literal, list(memory_ids), space_id])
+        return {pk: float(similarity) for pk, similarity in cursor.fetchall()}

@@ -15,7 +15,7 @@ import numpy as np
 from memories.config import BufferSettings
 from memories.models import EndUser, Memory, Room
 from memories.services.buffer import room_summary_latest
-from memories.services.embedding_vectors import memory_vectors
+from memories.services.embedding_vectors import memory_similarities
 from memories.services.synopsis import synopsis_get
 from memories.services.working import WorkingMemoryUnavailable, working_list, working_search
 
@@ -150,18 +150,15 @@ def fact_candidates(
     confidence_weight x confidence (deer-flow); by confidence alone when there is no
     query vector. A fact that superseded one of ``replaced`` (derived.replaced_texts)
     says so on its line."""
-    vectors = (
-        memory_vectors(memory_ids=[f.pk for f in facts], space_id=space_id)
+    similarities = (
+        memory_similarities(memory_ids=[f.pk for f in facts], space_id=space_id, query=query_vector)
         if query_vector is not None and space_id is not None and facts
         else {}
     )
     candidates = []
     for fact in facts:
         if query_vector is not None:
-            vector = vectors.get(fact.pk)
-            similarity = (
-                max(0.0, float(np.dot(vector, query_vector))) if vector is not None else 0.0
-            )
+            similarity = max(0.0, similarities.get(fact.pk, 0.0))
             score = similarity_weight * similarity + confidence_weight * fact.confidence
             parts = {"similarity": round(similarity, 4), "confidence": fact.confidence}
         else:
