@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.evaluation_command import django_start, redis_started  # noqa: E402
+from bench.evaluation_command import evaluation_main  # noqa: E402
 
 TRIGGERS = ("memory_tally_add", "memory_tally_remove", "memory_tally_change")
 
@@ -126,16 +126,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=10, help="on/off pairs of blocks")
     parser.add_argument("--per-block", type=int, default=20, help="of each action a block")
     parser.add_argument("--warmup", type=int, default=20)
-    args = parser.parse_args(argv)
-    django_start()
-    with redis_started():
-        print(json.dumps(run(args), indent=2))
-    return 0
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return evaluation_main(argv, parse, lambda args: print(json.dumps(run(args), indent=2)))
 
 
 if __name__ == "__main__":
