@@ -261,7 +261,7 @@ class ContextPreviewForm(forms.Form):
     def __init__(self, *args: Any, end_user: EndUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.end_user = end_user
-        self.room: Room | None = None
+        self.chosen_room: Room | None = None
 
     def clean_room(self) -> str | None:
         """The room's id as an agent sends it; one of the user's rooms (a user may have
@@ -269,10 +269,10 @@ class ContextPreviewForm(forms.Form):
         external_id = self.cleaned_data["room"]
         if external_id is None:
             return None
-        self.room = user_room_find(
+        self.chosen_room = user_room_find(
             project=self.end_user.project, end_user=self.end_user, external_id=external_id
         )
-        if self.room is None:
+        if self.chosen_room is None:
             raise forms.ValidationError("This user has no memories in a room of that id.")
         return str(external_id)
 
@@ -345,7 +345,7 @@ def _preview(
     data = form.cleaned_data
     result = context_build(
         end_user=end_user,
-        room=form.room,
+        room=form.chosen_room,
         query=data["query"],
         max_tokens=data["max_tokens"],
         encoding=data["encoding"],
