@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import IntegerField, Max, OuterRef, Subquery, Sum
+from django.db.models import Count, IntegerField, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from memories.models import Memory, MemoryTally, Project
@@ -161,3 +161,30 @@ def projects_counted(projects: Any) -> Any:
         memory_count=total(of_project),
         pending=total(of_project.filter(embedding_status=Memory.EmbeddingStatus.PENDING)),
     )
+
+
+def tallies_differences(*, project: Project) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """Where the project's tallies and a count of its rows disagree: (kind, status,
+    embedding status) -> (tallied, counted); empty when they agree. Counts every row:
+    seconds at a million memories."""
+    tallied: dict[tuple[str, str, str], int] = {}
+    for kind, status, embedding_status, total in (
+        MemoryTally.objects.filter(project_id=project.pk)
+        .values_list("kind", "status", "embedding_status")
+        .annotate(total=Sum("n"))
+        .order_by()
+    ):
+        tallied[kind, status, embedding_status] = total
+    counted: dict[tuple[str, str, str], int] = {}
+    for kind, status, embedding_status, total in (
+        Memory.objects.filter(project=project)
+        .values_list("kind", "status", "embedding_status")
+        .annotate(total=Count("*"))
+        .order_by()
+    ):
+        counted[kind, status, embedding_status] = total
+    return {
+        key: (tallied.get(key, 0), counted.get(key, 0))
+        for key in sorted(tallied.keys() | counted.keys())
+        if tallied.get(key, 0) != counted.get(key, 0)
+    }
