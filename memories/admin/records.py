@@ -1,5 +1,6 @@
 """Records of what happened, read-only: memory and settings revisions, stored
-idempotent responses, maintenance runs; and the embedding spaces and vectors."""
+idempotent responses, maintenance runs; the embedding spaces and vectors; the memory
+tallies."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from memories.models import (
     IdempotencyKey,
     MaintenanceRun,
     MemoryRevision,
+    MemoryTally,
     SettingsRevision,
 )
 
@@ -206,3 +208,17 @@ class EmbeddingAdmin(ReadOnlyAdmin, LargeTableAdmin):
         if as_uuid(search_term.strip()) is None:
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
+
+
+@admin.register(MemoryTally)
+class MemoryTallyAdmin(ReadOnlyAdmin, LargeTableAdmin):
+    """The counts the console reads (memories.models.tallies), written by triggers and
+    folded by the beat: to look at, not to edit (`manage.py tallies --check` compares
+    them with the memories, `--rebuild` recounts)."""
+
+    list_display = [
+        "project_id", "end_user_id", "room_id", "day", "kind", "status", "embedding_status",
+        "n", "last_at",
+    ]  # fmt: skip
+    list_filter = ["kind", "status", "embedding_status"]
+    ordering = ["-pk"]
