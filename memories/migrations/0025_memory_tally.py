@@ -5,7 +5,9 @@ The day is the UTC day of ``created_at``: the overview's memories-per-day chart.
 Statement triggers with transition tables on ``memories_memory`` append signed counts
 a group: inserts +n, deletes -n, updates -1 from each row's old group and +1 into its
 new one (groups an update leaves unchanged sum to zero and are not written). TRUNCATE
-empties the tallies too. The backfill counts the rows there are in the same
+empties the tallies too. A deleted project, user or room takes its tallies with it (no
+row names it afterwards: an erasure leaves nothing), and the deletes of its memories
+that come after it in the same transaction write none. The backfill counts the rows there are in the same
 transaction as the triggers' creation, whose lock holds writes back until it commits:
 no write is counted twice or missed.
 """
@@ -41,8 +43,33 @@ END $$;
 
 CREATE FUNCTION memories_memory_tally_remove() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- a group whose project, user or room is gone already (deleted first in this
+    -- transaction: its tallies went with it) is not written
     INSERT INTO memories_memory_tally ({COLUMNS})
-    SELECT {GROUP}, -count(*), NULL FROM removed GROUP BY 1, 2, 3, 4, 5, 6, 7;
+    SELECT g.* FROM (
+        SELECT {GROUP}, -count(*), NULL::timestamptz FROM removed GROUP BY 1, 2, 3, 4, 5, 6, 7
+    ) AS g ({COLUMNS})
+    WHERE EXISTS (SELECT 1 FROM memories_project p WHERE p.id = g.project_id)
+      AND (g.end_user_id = 0
+           OR EXISTS (SELECT 1 FROM memories_enduser u WHERE u.id = g.end_user_id))
+      AND (g.room_id = 0 OR EXISTS (SELECT 1 FROM memories_room r WHERE r.id = g.room_id));
+    RETURN NULL;
+END $$;
+
+-- a deleted project, user or room takes its tallies with it: no row names it afterwards
+CREATE FUNCTION memories_memory_tally_project_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memories_memory_tally t USING removed r WHERE t.project_id = r.id;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memories_memory_tally_user_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memories_memory_tally t USING removed r WHERE t.end_user_id = r.id;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION memories_memory_tally_room_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memories_memory_tally t USING removed r WHERE t.room_id = r.id;
     RETURN NULL;
 END $$;
 
@@ -77,6 +104,15 @@ CREATE TRIGGER memory_tally_change AFTER UPDATE ON memories_memory
     FOR EACH STATEMENT EXECUTE FUNCTION memories_memory_tally_change();
 CREATE TRIGGER memory_tally_truncate AFTER TRUNCATE ON memories_memory
     FOR EACH STATEMENT EXECUTE FUNCTION memories_memory_tally_truncate();
+CREATE TRIGGER memory_tally_project_gone AFTER DELETE ON memories_project
+    REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION memories_memory_tally_project_gone();
+CREATE TRIGGER memory_tally_user_gone AFTER DELETE ON memories_enduser
+    REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION memories_memory_tally_user_gone();
+CREATE TRIGGER memory_tally_room_gone AFTER DELETE ON memories_room
+    REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION memories_memory_tally_room_gone();
 
 INSERT INTO memories_memory_tally ({COLUMNS})
 SELECT {GROUP}, count(*), max(created_at) FROM memories_memory GROUP BY 1, 2, 3, 4, 5, 6, 7;
@@ -89,6 +125,12 @@ DROP TRIGGER IF EXISTS memory_tally_add ON memories_memory;
 DROP TRIGGER IF EXISTS memory_tally_remove ON memories_memory;
 DROP TRIGGER IF EXISTS memory_tally_change ON memories_memory;
 DROP TRIGGER IF EXISTS memory_tally_truncate ON memories_memory;
+DROP TRIGGER IF EXISTS memory_tally_project_gone ON memories_project;
+DROP TRIGGER IF EXISTS memory_tally_user_gone ON memories_enduser;
+DROP TRIGGER IF EXISTS memory_tally_room_gone ON memories_room;
+DROP FUNCTION IF EXISTS memories_memory_tally_project_gone();
+DROP FUNCTION IF EXISTS memories_memory_tally_user_gone();
+DROP FUNCTION IF EXISTS memories_memory_tally_room_gone();
 DROP FUNCTION IF EXISTS memories_memory_tally_add();
 DROP FUNCTION IF EXISTS memories_memory_tally_remove();
 DROP FUNCTION IF EXISTS memories_memory_tally_change();

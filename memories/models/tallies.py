@@ -8,9 +8,9 @@ A group's count is the sum of its rows; memories.services.tallies folds them int
 row a group every minute (the beat). ``last_at`` is the latest ``created_at`` written
 into the group (kept when rows leave it): the users list's "last activity".
 
-Unmanaged: the table, its triggers and its backfill are the migration's SQL. Users and
-rooms are plain ids, 0 for none, with no foreign keys: a project's tallies outlive its
-deletion by at most a fold (its groups sum to zero and the fold drops them)."""
+Unmanaged: the table, its triggers and its backfill are the migration's SQL. Projects,
+users and rooms are plain ids (0 for none) with no foreign keys; triggers on their own
+tables delete their tallies with them, so no row names a deleted one."""
 
 from __future__ import annotations
 

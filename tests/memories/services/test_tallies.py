@@ -113,13 +113,30 @@ def test_a_group_that_empties_is_dropped_by_the_fold(scene):
     assert project_counts(project=project).total == 1
 
 
-def test_a_deleted_project_leaves_no_tallies_after_a_fold(scene, outsider):
-    project = outsider.project
-    assert project_counts(project=project).total == 7
-    project_id = project.pk
-    Project.objects.filter(pk=project_id).delete()
-    tallies_fold()
-    assert not MemoryTally.objects.filter(project_id=project_id).exists()
+def test_a_deleted_project_user_or_room_leaves_no_tally_naming_it(scene, outsider):
+    project, maria, tom, kitchen, garden = scene
+    write(project, maria, ["in the kitchen", "again"], room=kitchen)
+    write(project, tom, ["in the garden"], room=garden)
+    kitchen.delete()  # her memories in it go first (Django's cascade), then the room
+    assert not MemoryTally.objects.filter(room_id=kitchen.pk).exists()
+    tom.delete()
+    assert not MemoryTally.objects.filter(end_user_id=tom.pk).exists()
+    other = outsider.project.pk
+    assert project_counts(project=outsider.project).total == 7
+    Project.objects.filter(pk=other).delete()
+    assert not MemoryTally.objects.filter(project_id=other).exists()
+    assert_tallies_true(project)
+
+
+def test_a_user_deleted_before_her_memories_leaves_no_tally(scene):
+    """Foreign keys are checked at commit: a transaction may delete the user first."""
+    project, maria, *_ = scene
+    write(project, maria, ["first", "second"])
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memories_enduser WHERE id = %s", [maria.pk])
+        cursor.execute("DELETE FROM memories_memory WHERE end_user_id = %s", [maria.pk])
+    assert not MemoryTally.objects.filter(end_user_id=maria.pk).exists()
+    assert_tallies_true(project)
 
 
 def test_a_users_figures_count_her_rooms_with_memories_and_her_latest_write(scene):
