@@ -217,8 +217,15 @@ class MemoryTallyAdmin(ReadOnlyAdmin, LargeTableAdmin):
     them with the memories, `--rebuild` recounts)."""
 
     list_display = [
-        "project_id", "end_user_id", "room_id", "day", "kind", "status", "embedding_status",
-        "n", "last_at",
-    ]  # fmt: skip
+        "project_id",
+        "end_user_id",
+        "room_id",
+        "day",
+        "kind",
+        "status",
+        "embedding_status",
+        "n",
+        "last_at",
+    ]
     list_filter = ["kind", "status", "embedding_status"]
     ordering = ["-pk"]
