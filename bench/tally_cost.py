@@ -46,55 +46,66 @@ def _timed(action: Callable[[], Any]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from memories.models import EndUser, Memory, Project
-    from memories.services.memories import MemoryInput, memory_create_batch, memory_delete
-    from memories.services.revisions import Actor
-    from memories.services.tallies import (
-        project_counts,
-        tallies_fold,
-        tallies_rebuild,
-        users_figures,
-    )
+class Writes:
+    """The timed actions on one bench project, as the API and the worker make them.
+    Django's models are imported here, once Django is set up (evaluation_main)."""
 
-    project = Project.objects.create(name=f"bench-tally-{uuid.uuid4().hex[:8]}")
-    actor = Actor.system("bench")
-    n = 0
+    def __init__(self) -> None:
+        from memories.models import Memory, Project
+        from memories.services import memories
+        from memories.services.revisions import Actor
 
-    def items(count: int) -> list[MemoryInput]:
-        nonlocal n
-        n += count
+        self.memory, self.memories = Memory, memories
+        self.project = Project.objects.create(name=f"bench-tally-{uuid.uuid4().hex[:8]}")
+        self.actor = Actor.system("bench")
+        self.written = 0
+
+    def _items(self, count: int) -> list[Any]:
+        first, self.written = self.written, self.written + count
         return [
-            MemoryInput(
+            self.memories.MemoryInput(
                 content=f"Turn {i}: we spoke about topic {i % 97} and place {i}.",
                 user=f"user-{i % 20}",
                 room=f"room-{i % 200}",
                 role="user",
             )
-            for i in range(n - count, n)
+            for i in range(first, self.written)
         ]
 
-    def single() -> None:
-        memory_create_batch(project=project, items=items(1), actor=actor)
+    def _create(self, count: int) -> None:
+        items = self._items(count)
+        self.memories.memory_create_batch(project=self.project, items=items, actor=self.actor)
 
-    def batch() -> None:
-        memory_create_batch(project=project, items=items(100), actor=actor)
+    def single(self) -> None:
+        self._create(1)
 
-    def embedded() -> None:
-        ids = list(
-            Memory.objects.filter(project=project, embedding_status="pending").values_list(
-                "pk", flat=True
-            )[:64]
-        )
-        Memory.objects.filter(pk__in=ids).update(embedding_status="done")
+    def batch(self) -> None:
+        self._create(100)
 
-    def delete() -> None:
-        memory = Memory.objects.filter(project=project).order_by("?").first()
+    def embedded(self) -> None:
+        """An embedding worker's batch: 64 pending memories marked done."""
+        pending = self.memory.objects.filter(project=self.project, embedding_status="pending")
+        ids = list(pending.values_list("pk", flat=True)[:64])
+        self.memory.objects.filter(pk__in=ids).update(embedding_status="done")
+
+    def delete(self) -> None:
+        memory = self.memory.objects.filter(project=self.project).order_by("?").first()
         assert memory is not None
-        memory_delete(memory=memory, actor=actor)
+        self.memories.memory_delete(memory=memory, actor=self.actor)
 
-    actions = {"single_write": single, "batch_100": batch, "embedded_64": embedded}
-    actions["single_delete"] = delete
+    def actions(self) -> dict[str, Callable[[], None]]:
+        return {
+            "single_write": self.single,
+            "batch_100": self.batch,
+            "embedded_64": self.embedded,
+            "single_delete": self.delete,
+        }
+
+
+def interleaved(
+    actions: dict[str, Callable[[], None]], args: argparse.Namespace
+) -> dict[str, dict[str, list[float]]]:
+    """Each action's times with the triggers on and off, in alternating blocks."""
     times: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in actions}
     for _ in range(args.warmup):
         for action in actions.values():
@@ -106,9 +117,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for name, action in actions.items():
                     times[name]["on" if on else "off"].append(_timed(action))
     _triggers(True)
-    tallies_rebuild(project=project)
+    return times
+
+
+def reads_timed(project: Any) -> dict[str, float]:
+    """The fold and the console's reads, once, after the tallies are counted afresh."""
+    from memories.models import EndUser
+    from memories.services import tallies
+
+    tallies.tallies_rebuild(project=project)
     users = list(EndUser.objects.filter(project=project).values_list("pk", flat=True))
-    result: dict[str, Any] = {"memories": Memory.objects.filter(project=project).count()}
+    return {
+        "fold_ms": round(_timed(tallies.tallies_fold), 1),
+        "project_counts_ms": round(_timed(lambda: tallies.project_counts(project=project)), 1),
+        "users_figures_ms": round(
+            _timed(lambda: tallies.users_figures(project=project, user_ids=users)), 1
+        ),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    writes = Writes()
+    times = interleaved(writes.actions(), args)
+    result: dict[str, Any] = {
+        "memories": writes.memory.objects.filter(project=writes.project).count()
+    }
     for name, by in times.items():
         on, off = statistics.median(by["on"]), statistics.median(by["off"])
         result[name] = {
@@ -117,12 +150,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p50_ms_added": round(on - off, 2),
             "samples_each": len(by["on"]),
         }
-    result["fold_ms"] = round(_timed(tallies_fold), 1)
-    result["project_counts_ms"] = round(_timed(lambda: project_counts(project=project)), 1)
-    result["users_figures_ms"] = round(
-        _timed(lambda: users_figures(project=project, user_ids=users)), 1
-    )
-    project.delete()
+    result.update(reads_timed(writes.project))
+    writes.project.delete()
     return result
 
 
